@@ -1,0 +1,46 @@
+"""attention_lib: the small, tested attention library of the course
+"Attention, from kernel regression to grouped-query attention".
+
+Everything is importable from the package top level. Shapes follow one legend (``B`` batch, ``Q`` queries,
+``K`` keys/values, ``D`` query/key width, ``Dv`` value width, ``H`` query heads, ``Hkv`` key/value heads,
+``E`` model width, ``d = E / H`` head width); boolean masks mean True = keep, as in
+``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from .kernels import NadarayaWatson, boxcar, constant, epanechikov, gaussian, nadaraya_watson
+from .masking import (
+    causal_mask,
+    keep_to_additive,
+    keep_to_blocked,
+    masked_softmax,
+    sequence_mask,
+    valid_lens_to_mask,
+)
+from .multihead import (
+    GroupedQueryAttention,
+    MultiHeadAttention,
+    kv_cache_bytes,
+    merge_heads,
+    repeat_kv,
+    split_heads,
+)
+from .plotting import heatmap, plot, show_heatmaps, subplots
+from .scoring import AdditiveAttention, DotProductAttention, additive_attention, dot_product_attention
+from .self_attention import PositionalEncoding, SelfAttention
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # masking
+    "sequence_mask", "valid_lens_to_mask", "masked_softmax", "causal_mask", "keep_to_blocked", "keep_to_additive",
+    # kernel regression
+    "gaussian", "boxcar", "constant", "epanechikov", "nadaraya_watson", "NadarayaWatson",
+    # scoring
+    "dot_product_attention", "additive_attention", "DotProductAttention", "AdditiveAttention",
+    # self-attention
+    "SelfAttention", "PositionalEncoding",
+    # multi-head and grouped-query
+    "split_heads", "merge_heads", "repeat_kv", "kv_cache_bytes", "MultiHeadAttention", "GroupedQueryAttention",
+    # plotting
+    "show_heatmaps", "plot", "subplots", "heatmap",
+]

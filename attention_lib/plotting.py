@@ -1,0 +1,139 @@
+"""Plotting helpers for the chapters; the only module that imports matplotlib.
+
+Every helper returns a matplotlib ``Figure`` with an opaque white background (readable in the book's dark
+mode too). In Jupyter a figure returned as a cell's last value is shown once; the helpers close it in pyplot
+so that it is not shown a second time when the cell ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+__all__ = ["show_heatmaps", "plot", "subplots", "heatmap"]
+
+
+def _numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().float().numpy()
+    return np.asarray(x)
+
+
+def _figure(nrows: int, ncols: int, figsize, **kwargs):
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, facecolor="white", **kwargs)
+    plt.close(fig)  # owned by the caller; Jupyter shows it when it is returned
+    return fig, axes
+
+
+def subplots(nrows: int = 1, ncols: int = 1, figsize=(3.5, 2.5), **kwargs):
+    """``(fig, axes)`` with ``axes`` always a 2-D array, for chapters that compose several panels."""
+    return _figure(nrows, ncols, figsize, **kwargs)
+
+
+def heatmap(ax, matrix, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
+            cmap: str = "Reds", colorbar: bool = True, vmin=None, vmax=None, xticklabels=None, yticklabels=None):
+    """Draw one matrix ``(rows, cols)`` on ``ax`` (labels, optional tick labels and colorbar); returns the image."""
+    m = _numpy(matrix)
+    if m.ndim != 2:
+        raise ValueError(f"heatmap: expected a 2-D matrix, got shape {m.shape}")
+    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto" if m.shape[1] > 3 * m.shape[0] else None)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if xticklabels is not None:
+        ax.set_xticks(range(len(xticklabels)), labels=list(xticklabels), rotation=90)
+    if yticklabels is not None:
+        ax.set_yticks(range(len(yticklabels)), labels=list(yticklabels))
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, shrink=0.8)
+    return image
+
+
+def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | None = None,
+                  figsize=(2.5, 2.5), cmap: str = "Reds"):
+    """Heatmaps of a grid of matrices -- d2l's ``show_heatmaps`` signature.
+
+    Args:
+        matrices: ``(rows, cols, Q, K)``: ``rows x cols`` panels, each a ``(Q, K)`` weight matrix.
+        xlabel, ylabel: on the bottom row and the left column.
+        titles: one per column.
+        figsize: of the whole figure.
+        cmap: a matplotlib colormap name.
+
+    Returns:
+        The ``Figure``, with one shared colorbar.
+    """
+    m = _numpy(matrices)
+    if m.ndim != 4:
+        raise ValueError(f"show_heatmaps: expected a 4-D tensor (rows, cols, Q, K), got shape {tuple(m.shape)}")
+    num_rows, num_cols = m.shape[:2]
+    if titles is not None and len(titles) != num_cols:
+        raise ValueError(f"show_heatmaps: expected {num_cols} titles (one per column), got {len(titles)}")
+    fig, axes = _figure(num_rows, num_cols, figsize, sharex=True, sharey=True)
+    vmin, vmax = float(m.min()), float(m.max())
+    for i in range(num_rows):
+        for j in range(num_cols):
+            ax = axes[i, j]
+            image = ax.imshow(m[i, j], cmap=cmap, vmin=vmin, vmax=vmax)
+            if i == num_rows - 1:
+                ax.set_xlabel(xlabel)
+            if j == 0:
+                ax.set_ylabel(ylabel)
+            if titles:
+                ax.set_title(titles[j])
+    fig.colorbar(image, ax=axes, shrink=0.6)
+    return fig
+
+
+def plot(X, Y=None, xlabel: str | None = None, ylabel: str | None = None, legend: Sequence[str] | None = None,
+         xlim=None, ylim=None, xscale: str = "linear", yscale: str = "linear",
+         fmts: Sequence[str] = ("-", "m--", "g-.", "r:", "c-", "y--"), figsize=(3.5, 2.5),
+         title: str | None = None, ax=None):
+    """Line plot of one or more curves (d2l's ``plot``).
+
+    ``X`` and ``Y`` are 1-D arrays/tensors or lists of them; with ``Y=None`` the curves in ``X`` are drawn
+    against their index. ``fmts`` are matplotlib format strings (``'o'`` for dots). Draws on ``ax`` if given,
+    otherwise on a new figure; returns the figure.
+    """
+
+    def has_one_axis(v):
+        return hasattr(v, "ndim") and v.ndim == 1 or isinstance(v, list) and not hasattr(v[0], "__len__")
+
+    if has_one_axis(X):
+        X = [X]
+    if Y is None:
+        X, Y = [[]] * len(X), X
+    elif has_one_axis(Y):
+        Y = [Y]
+    if len(X) != len(Y):
+        X = X * len(Y)
+    if ax is None:
+        fig, axes = _figure(1, 1, figsize)
+        ax = axes[0, 0]
+    else:
+        fig = ax.figure
+    for x, y, fmt in zip(X, Y, list(fmts) * len(Y)):
+        x, y = _numpy(x), _numpy(y)
+        ax.plot(x, y, fmt) if len(x) else ax.plot(y, fmt)
+    ax.set_xscale(xscale)
+    ax.set_yscale(yscale)
+    if xlim:
+        ax.set_xlim(xlim)
+    if ylim:
+        ax.set_ylim(ylim)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if legend:
+        ax.legend(legend)
+    ax.grid(True, alpha=0.3)
+    return fig

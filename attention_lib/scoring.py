@@ -1,0 +1,177 @@
+"""Attention scoring functions: scaled dot-product and additive, as pure functions plus thin modules.
+
+Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``D`` query/key width, ``Dq``/``Dk`` query and key
+widths when they differ (additive attention), ``Dv`` value width, ``h`` hidden width. Any number of extra
+dimensions (for example heads ``H``) may sit between ``B`` and ``Q``.
+
+Masks are boolean with True = keep, as in :func:`torch.nn.functional.scaled_dot_product_attention`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_dropout, check_last_dim, check_qkv
+from .masking import combine_masks, masked_softmax
+
+__all__ = ["dot_product_attention", "additive_attention", "DotProductAttention", "AdditiveAttention"]
+
+
+def dot_product_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, the readable way: ``softmax(Q K^T / sqrt(D)) V``.
+
+    Reference implementation (what this computes)::
+
+        scores = queries @ keys.transpose(-2, -1) * scale    # (B, ..., Q, K)
+        weights = masked_softmax(scores, valid_lens, mask)   # (B, ..., Q, K), rows sum to 1 (or 0)
+        output = dropout(weights) @ values                   # (B, ..., Q, Dv)
+
+    Equivalent to ``F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)`` except that a fully
+    masked query returns zeros (SDPA may return NaN) and the weights are returned.
+
+    Args:
+        queries: ``(B, ..., Q, D)``.
+        keys: ``(B, ..., K, D)``.
+        values: ``(B, ..., K, Dv)``.
+        valid_lens: ``(B,)`` or ``(B, Q)``; keys at positions ``>= valid_len`` are masked.
+        mask: bool keep-mask broadcastable to ``(B, ..., Q, K)``.
+        dropout_p: dropout on the weights (pass 0.0 in evaluation).
+        scale: defaults to ``1 / sqrt(D)``.
+
+    Returns:
+        ``(output (B, ..., Q, Dv), weights (B, ..., Q, K))``; the weights are taken before dropout.
+    """
+    check_qkv(queries, keys, values, same_width=True)
+    check_dropout(dropout_p)
+    scale = 1.0 / math.sqrt(queries.shape[-1]) if scale is None else scale
+    scores = queries @ keys.transpose(-2, -1) * scale  # (B, ..., Q, K)
+    weights = masked_softmax(scores, valid_lens, mask)  # (B, ..., Q, K)
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ values, weights  # (B, ..., Q, Dv), (B, ..., Q, K)
+
+
+def additive_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    W_q: torch.Tensor,
+    W_k: torch.Tensor,
+    w_v: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    *,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Additive (Bahdanau) attention, scores ``a(q, k) = w_v^T tanh(W_q q + W_k k)``.
+
+    Reference implementation::
+
+        features = tanh((queries @ W_q.T)[..., :, None, :] + (keys @ W_k.T)[..., None, :, :])  # (B, Q, K, h)
+        scores = features @ w_v.reshape(-1)                                                # (B, Q, K)
+        output = dropout(masked_softmax(scores, valid_lens, mask)) @ values                # (B, Q, Dv)
+
+    Args:
+        queries: ``(B, ..., Q, Dq)``; keys: ``(B, ..., K, Dk)``; values: ``(B, ..., K, Dv)``.
+        W_q: ``(h, Dq)``; W_k: ``(h, Dk)``; w_v: ``(1, h)`` or ``(h,)`` -- ``nn.Linear`` weight layout.
+        valid_lens, mask, dropout_p: as in :func:`dot_product_attention`.
+
+    Returns:
+        ``(output (B, ..., Q, Dv), weights (B, ..., Q, K))``.
+    """
+    check_qkv(queries, keys, values, same_width=False)
+    check_dropout(dropout_p)
+    check_last_dim("queries", queries, W_q.shape[-1], "query width Dq of W_q")
+    check_last_dim("keys", keys, W_k.shape[-1], "key width Dk of W_k")
+    q = F.linear(queries, W_q)  # (B, ..., Q, h)
+    k = F.linear(keys, W_k)  # (B, ..., K, h)
+    features = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B, ..., Q, 1, h) + (B, ..., 1, K, h) -> (B, ..., Q, K, h)
+    scores = F.linear(features, w_v.reshape(1, -1)).squeeze(-1)  # (B, ..., Q, K)
+    weights = masked_softmax(scores, valid_lens, mask)  # (B, ..., Q, K)
+    dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return dropped @ values, weights  # (B, ..., Q, Dv), (B, ..., Q, K)
+
+
+def fused_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    valid_lens: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    *,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` with our mask conventions; keeps no weights.
+
+    ``q``: ``(B, ..., Q, D)``, ``k``: ``(B, ..., K, D)``, ``v``: ``(B, ..., K, Dv)``. Queries whose every key is
+    masked are set to zero afterwards, matching :func:`masked_softmax` (some SDPA kernels return NaN there).
+    """
+    scores_shape = q.shape[:-1] + (k.shape[-2],)  # (B, ..., Q, K)
+    keep = combine_masks(scores_shape, valid_lens, mask, device=q.device)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=keep, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa
+    )  # (B, ..., Q, Dv)
+    if keep is not None:
+        any_key = keep.any(dim=-1, keepdim=True)  # (B|1, ..., Q|1, 1)
+        out = out.masked_fill(~any_key, 0.0)
+    return out
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product attention (no parameters); keeps the last weights in ``.attention_weights``.
+
+    ``forward(queries (B, Q, D), keys (B, K, D), values (B, K, Dv), valid_lens=None, mask=None)`` ->
+    ``(B, Q, Dv)``. See :func:`dot_product_attention`.
+    """
+
+    def __init__(self, dropout: float = 0.0):
+        super().__init__()
+        check_dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+        p = self.dropout.p if self.training else 0.0
+        output, self.attention_weights = dot_product_attention(queries, keys, values, valid_lens, mask, dropout_p=p)
+        return output
+
+
+class AdditiveAttention(nn.Module):
+    """Additive attention ``w_v^T tanh(W_q q + W_k k)`` with explicit, bias-free layers.
+
+    Args:
+        query_size: ``Dq``; key_size: ``Dk``; num_hiddens: ``h``; dropout: on the weights while training.
+
+    ``forward(queries (B, Q, Dq), keys (B, K, Dk), values (B, K, Dv), valid_lens=None, mask=None)`` ->
+    ``(B, Q, Dv)``; the last weights ``(B, Q, K)`` are kept in ``.attention_weights``.
+    """
+
+    def __init__(self, query_size: int, key_size: int, num_hiddens: int, dropout: float = 0.0):
+        super().__init__()
+        check_dropout(dropout)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+        self.attention_weights: torch.Tensor | None = None
+
+    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+        p = self.dropout.p if self.training else 0.0
+        output, self.attention_weights = additive_attention(
+            queries, keys, values, self.W_q.weight, self.W_k.weight, self.w_v.weight, valid_lens, mask, dropout_p=p
+        )
+        return output
