@@ -25,6 +25,7 @@ from .multihead import (
     split_heads,
 )
 from .plotting import heatmap, plot, show_heatmaps, subplots
+from .profiling import peak_memory_bytes, time_ms
 from .scoring import AdditiveAttention, DotProductAttention, additive_attention, dot_product_attention
 from .self_attention import PositionalEncoding, SelfAttention
 
@@ -43,4 +44,6 @@ __all__ = [
     "split_heads", "merge_heads", "repeat_kv", "kv_cache_bytes", "MultiHeadAttention", "GroupedQueryAttention",
     # plotting
     "show_heatmaps", "plot", "subplots", "heatmap",
+    # measuring
+    "time_ms", "peak_memory_bytes",
 ]

@@ -1,0 +1,74 @@
+"""Consistency of the project's files: pins, the Colab cell, the table of contents, the public API."""
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+import attention_lib as al
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def requirement_pins():
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+def test_requirements_are_exact_pins_and_torch_is_pinned():
+    pins = requirement_pins()
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][A-Za-z0-9_.+\-]*", p) for p in pins), pins
+    assert "torch==2.13.0" in pins and "jupyter-book==1.0.4.post1" in pins
+
+
+def test_environment_yml_installs_the_same_pins_plus_the_package():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert [p for p in pip if p != "-e ."] == requirement_pins()
+    assert "-e ." in pip
+
+
+def test_library_dependencies_are_loose():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = project["dependencies"]
+    assert any(d.startswith("torch>=") for d in deps)
+    assert not any("==" in d for d in deps), "pins belong in requirements.txt, not in the library"
+
+
+def repository_url():
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+
+
+COLAB_CELL = """# On Colab, install the course library from its repository; anywhere else this cell does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    %pip install --quiet "attention-lib @ git+{url}\""""
+
+
+def test_every_chapter_starts_with_the_colab_install_of_this_repository():
+    assert len(CHAPTERS) == 8, [p.name for p in CHAPTERS]
+    expected = COLAB_CELL.format(url=repository_url())
+    for path in CHAPTERS:
+        nb = json.loads(path.read_text())
+        first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        assert "".join(first_code["source"]) == expected, path.name
+        assert first_code["outputs"] == [], f"{path.name}: the Colab cell must print nothing outside Colab"
+
+
+def test_chapters_are_in_the_toc_and_import_the_library():
+    toc = (ROOT / "_toc.yml").read_text()
+    for path in CHAPTERS:
+        assert f"chapters/{path.stem}" in toc, path.name
+        source = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+        assert "import attention_lib as al" in source
+        assert "import matplotlib" not in source, "figures come from attention_lib.plotting"
+
+
+def test_public_api_is_documented():
+    for name in al.__all__:
+        obj = getattr(al, name)
+        assert obj.__doc__ and len(obj.__doc__.strip()) > 20, f"{name} needs a docstring"
