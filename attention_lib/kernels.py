@@ -135,6 +135,7 @@ class NadarayaWatson(nn.Module):
     def forward(
         self, x_train: torch.Tensor, y_train: torch.Tensor, x_query: torch.Tensor, leave_one_out: bool = False
     ) -> torch.Tensor:
+        """Estimate ``y_hat`` (``(Q,)`` or ``(Q, Dv)``) at ``x_query`` from ``(x_train, y_train)``; see the class."""
         dist = _distances(x_train, y_train, x_query)  # (Q, K)
         keep = None
         if leave_one_out:

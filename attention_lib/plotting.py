@@ -18,7 +18,8 @@ __all__ = ["show_heatmaps", "plot", "subplots", "heatmap"]
 
 def _numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
-        return x.detach().cpu().float().numpy()
+        x = x.detach().cpu()
+        return (x if x.dtype == torch.float64 else x.float()).numpy()  # keep float64; half/bf16 -> float32
     return np.asarray(x)
 
 

@@ -58,7 +58,7 @@ def peak_memory_bytes(stmt: str, setup: str = "", *, threads: int = 1, timeout: 
     """Peak growth of resident memory while ``stmt`` runs, measured in a fresh interpreter.
 
     ``setup`` runs first (imports, building inputs and modules: their memory is the baseline); ``stmt`` is the
-    code measured. Both are Python source, as for :mod:`timeit`. Returns bytes (Linux reports KiB, so the
+    code measured. Both are Python source, as for ``timeit``. Returns bytes (Linux reports KiB, so the
     resolution is 1 KiB). Linux only: it reads ``/proc/self/status``. Run the statement once in ``setup`` too if you want one-time
     allocations (thread pools, caches) out of the measurement.
     """

@@ -4,7 +4,7 @@ Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``D`` query/key wid
 widths when they differ (additive attention), ``Dv`` value width, ``h`` hidden width. Any number of extra
 dimensions (for example heads ``H``) may sit between ``B`` and ``Q``.
 
-Masks are boolean with True = keep, as in :func:`torch.nn.functional.scaled_dot_product_attention`.
+Masks are boolean with True = keep, as in ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
 from __future__ import annotations

@@ -24,11 +24,23 @@ def test_requirements_are_exact_pins_and_torch_is_pinned():
     assert "torch==2.13.0" in pins and "jupyter-book==1.0.4.post1" in pins
 
 
+def conda_pip(path):
+    env = yaml.safe_load(path.read_text())
+    assert "python=3.11" in env["dependencies"]
+    return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+
+
 def test_environment_yml_installs_the_same_pins_plus_the_package():
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    pip = conda_pip(ROOT / "environment.yml")
     assert [p for p in pip if p != "-e ."] == requirement_pins()
     assert "-e ." in pip
+
+
+def test_binder_installs_the_same_pins_and_the_package_after_the_build():
+    assert conda_pip(ROOT / ".binder" / "environment.yml") == requirement_pins()
+    post_build = (ROOT / ".binder" / "postBuild").read_text()
+    assert "pip install --no-deps ." in post_build
+    assert (ROOT / ".binder" / "postBuild").stat().st_mode & 0o111, "postBuild must be executable"
 
 
 def test_library_dependencies_are_loose():
