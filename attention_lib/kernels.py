@@ -36,7 +36,11 @@ def constant(d: torch.Tensor) -> torch.Tensor:
 
 
 def epanechikov(d: torch.Tensor) -> torch.Tensor:
-    """Epanechikov kernel ``max(0, 1 - |d|)`` (the notes' triangular form)."""
+    """The notes' "Epanechikov" kernel ``max(0, 1 - |d|)``.
+
+    Strictly this is the *triangular* kernel; the Epanechnikov kernel proper is ``3/4 * max(0, 1 - d**2)``
+    (chapter 2 plots both). The name and formula follow the notes so that their examples reproduce.
+    """
     return torch.clamp(1 - d.abs(), min=0)
 
 
