@@ -122,13 +122,20 @@ def fused_attention(
     """
     scores_shape = q.shape[:-1] + (k.shape[-2],)  # (B, ..., Q, K)
     keep = combine_masks(scores_shape, valid_lens, mask, device=q.device)
+    no_heads = q.dim() == 3
+    if no_heads:
+        # SDPA's fused (flash) CPU kernel takes only 4-D inputs; a 3-D call would fall back to the math kernel,
+        # which materialises the (Q, K) scores. Add a head axis of size 1 (views, no copies).
+        q, k, v = q[:, None], k[:, None], v[:, None]  # (B, 1, n, width)
+        if keep is not None:
+            keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[:, None]  # (B|1, 1, Q|1, K)
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=keep, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa
     )  # (B, ..., Q, Dv)
     if keep is not None:
         any_key = keep.any(dim=-1, keepdim=True)  # (B|1, ..., Q|1, 1)
         out = out.masked_fill(~any_key, 0.0)
-    return out
+    return out[:, 0] if no_heads else out
 
 
 class DotProductAttention(nn.Module):

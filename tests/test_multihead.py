@@ -212,3 +212,15 @@ def test_multihead_bad_input():
         m(x, x, x, mask=torch.ones(2, 3, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="divide the width 8, got num_heads=3"):
         al.split_heads(x, 3)
+
+
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+def test_fused_path_uses_the_flash_kernel_without_copying_kv(num_kv_heads):
+    """need_weights=False must reach SDPA's flash kernel (enable_gqa: no repeat of K and V), masks included."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    m = al.GroupedQueryAttention(32, 4, num_kv_heads).eval()
+    x = torch.randn(2, 5, 32)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # raises if flash attention cannot serve the call
+        fused = m(x, x, x, torch.tensor([3, 5]), al.causal_mask(5), need_weights=False)
+    torch.testing.assert_close(fused, m(x, x, x, torch.tensor([3, 5]), al.causal_mask(5)), atol=1e-5, rtol=1e-5)

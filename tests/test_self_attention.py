@@ -45,6 +45,28 @@ def test_fused_path_equals_readable_path(bias):
     assert readable[2].eq(0).all() and fused[2].eq(0).all()
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_fused_path_uses_the_flash_kernel(masked):
+    """SDPA's flash CPU kernel needs 4-D inputs; the fused path must reach it (memory linear in n), not fall
+    back to the math kernel that materialises the (n, n) scores."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    m = al.SelfAttention(8, 8).eval()
+    x = torch.randn(2, 6, 8)
+    kwargs = dict(valid_lens=torch.tensor([6, 3]), mask=al.causal_mask(6)) if masked else {}
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # raises if the call cannot use flash attention
+        fused = m(x, **kwargs, need_weights=False)
+    torch.testing.assert_close(fused, m(x, **kwargs), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mask_shape", [(6,), (6, 6), (2, 6, 6), (2, 1, 6)])
+def test_fused_path_mask_shapes(mask_shape):
+    m = al.SelfAttention(8, 4).eval()
+    x = torch.randn(2, 6, 8)
+    mask = torch.rand(mask_shape) > 0.3
+    torch.testing.assert_close(m(x, mask=mask, need_weights=False), m(x, mask=mask), atol=1e-5, rtol=1e-5)
+
+
 def test_permutation_equivariance_and_positional_encoding():
     m = al.SelfAttention(16, 16).eval()
     x = torch.randn(1, 6, 16)
