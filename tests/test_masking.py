@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attention_lib as al
-from conftest import TOL
+from tolerances import TOL
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 

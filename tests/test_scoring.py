@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 import attention_lib as al
 import notes_listings as notes
-from conftest import TOL
+from tolerances import TOL
 
 
 def toy():

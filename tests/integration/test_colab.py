@@ -36,8 +36,9 @@ def test_chapter_runs_in_a_colab_like_environment(tmp_path):
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
     pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run(pip + ["--upgrade", "pip"], check=True)  # Colab ships a current pip (23.2 cannot parse git+file)
     subprocess.run(pip + COLAB_RUNTIME, check=True)
-    check = subprocess.run([str(py), "-c", "import attention_lib"], capture_output=True)
+    check = subprocess.run([str(py), "-c", "import attention_lib"], capture_output=True, cwd=tmp_path)
     assert check.returncode != 0, "the simulated Colab runtime must start without attention_lib"
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]

@@ -8,12 +8,15 @@ dark mode, is saved under ``artifacts/screenshots/``.
 """
 
 import json
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 import yaml
 
-from conftest import ARTIFACTS, HTML, ROOT
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "_build" / "html"
+ARTIFACTS = ROOT / "artifacts" / "screenshots"
 
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 PAGES = [TOC["root"]] + [c["file"] for part in TOC["parts"] for c in part["chapters"]]
