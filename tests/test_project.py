@@ -84,3 +84,12 @@ def test_public_api_is_documented():
     for name in al.__all__:
         obj = getattr(al, name)
         assert obj.__doc__ and len(obj.__doc__.strip()) > 20, f"{name} needs a docstring"
+
+
+def test_every_other_mention_of_the_repository_matches_config():
+    """The URL is written in _config.yml; docs that show it to readers must agree with it."""
+    url = repository_url()
+    for rel in ["README.md", "CONTRIBUTING.md", "pyproject.toml", *(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.md"))]:
+        text = (ROOT / rel).read_text()
+        for found in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", text):
+            assert found == url, f"{rel} mentions {found}, but _config.yml says {url}"

@@ -43,6 +43,7 @@ def visit(browser, url: str, scheme: str = "light"):
     page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
     page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
     response = page.goto(url, wait_until="networkidle")
+    assert page.query_selector("link[rel='icon']"), f"{url}: no favicon link (the browser would request /favicon.ico: 404)"
     assert response is not None and response.status == 200, f"{url}: status {response and response.status}"
     page.wait_for_function("() => window.MathJax === undefined || (MathJax.startup && MathJax.startup.promise)")
     page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
