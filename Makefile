@@ -67,7 +67,11 @@ $(MATHJAX): $(NPM_STAMP)
 	rm -rf .vendor/static/mathjax && mkdir -p .vendor/static/mathjax
 	cd .vendor/npm/node_modules/mathjax/es5 && cp -r tex-chtml.js input output ui a11y adaptors ../../../../static/mathjax/
 
-book: $(STAMP) $(MATHJAX)
+FAVICON := .vendor/extra/favicon.ico
+$(FAVICON): tools/make_favicon.py $(STAMP)
+	$(PY) tools/make_favicon.py .vendor/extra
+
+book: $(STAMP) $(MATHJAX) $(FAVICON)
 	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
 
 bench: $(STAMP)

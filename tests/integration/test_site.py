@@ -43,7 +43,6 @@ def visit(browser, url: str, scheme: str = "light"):
     page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
     page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
     response = page.goto(url, wait_until="networkidle")
-    assert page.query_selector("link[rel='icon']"), f"{url}: no favicon link (the browser would request /favicon.ico: 404)"
     assert response is not None and response.status == 200, f"{url}: status {response and response.status}"
     page.wait_for_function("() => window.MathJax === undefined || (MathJax.startup && MathJax.startup.promise)")
     page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
@@ -94,6 +93,20 @@ def test_page(browser, site_url, doc):
         assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
         page.screenshot(path=str(ARTIFACTS / f"{name}.dark.png"), full_page=True)
         assert not problems, f"{doc} (dark): " + "\n".join(problems)
+    finally:
+        context.close()
+
+
+def test_site_root_redirects_to_the_introduction(browser, site_url):
+    context, page, problems = visit(browser, f"{site_url}/")
+    try:
+        page.wait_for_url("**/book/intro.html")
+        page.wait_for_load_state("networkidle")
+        assert not problems, "\n".join(problems)
+        for url in (f"{site_url}/favicon.ico", f"{site_url}/_static/favicon.svg"):
+            response = page.request.get(url)
+            assert response.status == 200, f"{url}: {response.status}"
+        assert page.query_selector("link[rel='icon']"), "no favicon link"
     finally:
         context.close()
 
