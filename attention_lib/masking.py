@@ -62,10 +62,8 @@ def sequence_mask(X: torch.Tensor, valid_len: torch.Tensor, value: float = 0.0) 
     if not isinstance(valid_len, torch.Tensor) or valid_len.dim() != 1 or valid_len.shape[0] != X.shape[0]:
         shape = tuple(valid_len.shape) if isinstance(valid_len, torch.Tensor) else type(valid_len).__name__
         raise ValueError(f"valid_len: expected shape ({X.shape[0]},), got {shape}")
-    if (valid_len < 0).any():
-        raise ValueError(f"valid_len: expected non-negative lengths, got {valid_len.tolist()}")
-    positions = torch.arange(X.shape[1], device=X.device)  # (L,)
-    keep = positions[None, :] < valid_len[:, None]  # (N, L)
+    _check_valid_lens(valid_len, X.shape[0], 1)
+    keep = _lens_to_mask(valid_len.to(X.device), 1, X.shape[1])[:, 0]  # (N, L)
     keep = keep.reshape(keep.shape + (1,) * (X.dim() - 2))  # (N, L, 1, ...)
     return X.masked_fill(~keep, value)
 
@@ -82,9 +80,13 @@ def valid_lens_to_mask(valid_lens: torch.Tensor, num_queries: int, num_keys: int
         ``(B, 1, K)`` for 1-D ``valid_lens`` (it broadcasts over queries) or ``(B, Q, K)`` for 2-D; True where
         key position ``< valid_len``.
     """
-    if not isinstance(valid_lens, torch.Tensor):
-        raise ValueError(f"valid_lens: expected a tensor of shape (B,) or (B, Q), got {type(valid_lens).__name__}")
-    _check_valid_lens(valid_lens, valid_lens.shape[0] if valid_lens.dim() else -1, num_queries)
+    batch = valid_lens.shape[0] if isinstance(valid_lens, torch.Tensor) and valid_lens.dim() else -1
+    _check_valid_lens(valid_lens, batch, num_queries)
+    return _lens_to_mask(valid_lens, num_queries, num_keys)
+
+
+def _lens_to_mask(valid_lens: torch.Tensor, num_queries: int, num_keys: int) -> torch.Tensor:
+    """The comparison behind every ``valid_lens`` mask (inputs already checked): key position < valid length."""
     positions = torch.arange(num_keys, device=valid_lens.device)  # (K,)
     if valid_lens.dim() == 1:
         return positions[None, None, :] < valid_lens[:, None, None]  # (B, 1, K)
@@ -122,8 +124,8 @@ def combine_masks(
         if len(scores_shape) < 3:
             raise ValueError(f"valid_lens needs scores of shape (B, ..., Q, K), got {tuple(scores_shape)}")
         _check_valid_lens(valid_lens, scores_shape[0], scores_shape[-2])
-        out = valid_lens_to_mask(valid_lens.to(device) if device is not None else valid_lens,
-                                 scores_shape[-2], scores_shape[-1])  # (B, 1|Q, K)
+        out = _lens_to_mask(valid_lens.to(device) if device is not None else valid_lens,
+                            scores_shape[-2], scores_shape[-1])  # (B, 1|Q, K)
         out = out.reshape(out.shape[:1] + (1,) * (len(scores_shape) - 3) + out.shape[1:])  # (B, 1.., 1|Q, K)
     if mask is not None:
         mask = _broadcast_mask(mask, torch.Size(scores_shape))
