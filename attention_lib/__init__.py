@@ -7,7 +7,7 @@ Everything is importable from the package top level. Shapes follow one legend (`
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
-from .kernels import NadarayaWatson, boxcar, constant, epanechikov, gaussian, nadaraya_watson
+from .kernels import NadarayaWatson, boxcar, constant, epanechnikov, gaussian, nadaraya_watson, triangular
 from .masking import (
     causal_mask,
     keep_to_additive,
@@ -35,7 +35,7 @@ __all__ = [
     # masking
     "sequence_mask", "valid_lens_to_mask", "masked_softmax", "causal_mask", "keep_to_blocked", "keep_to_additive",
     # kernel regression
-    "gaussian", "boxcar", "constant", "epanechikov", "nadaraya_watson", "NadarayaWatson",
+    "gaussian", "boxcar", "constant", "triangular", "epanechnikov", "nadaraya_watson", "NadarayaWatson",
     # scoring
     "dot_product_attention", "additive_attention", "DotProductAttention", "AdditiveAttention",
     # self-attention

@@ -17,7 +17,7 @@ from torch import nn
 from ._checks import check_positive
 from .masking import masked_softmax
 
-__all__ = ["gaussian", "boxcar", "constant", "epanechikov", "nadaraya_watson", "NadarayaWatson"]
+__all__ = ["gaussian", "boxcar", "constant", "triangular", "epanechnikov", "nadaraya_watson", "NadarayaWatson"]
 
 
 def gaussian(d: torch.Tensor) -> torch.Tensor:
@@ -35,13 +35,18 @@ def constant(d: torch.Tensor) -> torch.Tensor:
     return torch.ones_like(d, dtype=d.dtype if d.is_floating_point() else torch.get_default_dtype())
 
 
-def epanechikov(d: torch.Tensor) -> torch.Tensor:
-    """The notes' "Epanechikov" kernel ``max(0, 1 - |d|)``.
+def triangular(d: torch.Tensor) -> torch.Tensor:
+    """Triangular kernel ``max(0, 1 - |d|)`` -- the kernel the course notes call "Epanechikov".
 
-    Strictly this is the *triangular* kernel; the Epanechnikov kernel proper is ``3/4 * max(0, 1 - d**2)``
-    (chapter 2 plots both). The name and formula follow the notes so that their examples reproduce.
+    The notes' name is wrong twice: the spelling (Epanechnikov) and the kernel (the Epanechnikov kernel is
+    :func:`epanechnikov`, a parabola). Chapter 2 plots both.
     """
     return torch.clamp(1 - d.abs(), min=0)
+
+
+def epanechnikov(d: torch.Tensor) -> torch.Tensor:
+    """Epanechnikov kernel ``3/4 * max(0, 1 - d**2)`` (a parabola on ``[-1, 1]``, integrating to 1)."""
+    return 0.75 * torch.clamp(1 - d**2, min=0)
 
 
 def _as_points(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -73,12 +78,21 @@ def _pool(weights: torch.Tensor, y_train: torch.Tensor) -> torch.Tensor:
     return y_hat[:, 0] if y_train.dim() == 1 else y_hat
 
 
-def _kernel_weights(dist_over_h: torch.Tensor, kernel, keep: torch.Tensor | None) -> torch.Tensor:
+def _kernel_weights(dist: torch.Tensor, bandwidth, kernel, keep: torch.Tensor | None) -> torch.Tensor:
+    """Normalised kernel weights ``(Q, K)`` of the distances ``dist`` at bandwidth ``h``."""
     if kernel is gaussian:
-        # Same numbers as gaussian(d) / sum gaussian(d), computed as a softmax of -d^2/2 so that a query far from
-        # every key does not underflow to 0/0 -- the link to softmax attention made in chapter 5.
-        return masked_softmax(-(dist_over_h**2) / 2, mask=keep)
-    k = kernel(dist_over_h)  # (Q, K)
+        # Same numbers as gaussian(d/h) / sum gaussian(d/h), computed as a softmax so that a query far from every
+        # key does not underflow to 0/0 (the link to softmax attention made in chapter 5). Each row's nearest
+        # distance d_min is subtracted first, which the softmax ignores: the score
+        # -(d^2 - d_min^2) / (2 h^2) = -((d - d_min)/h) * ((d + d_min)/h) / 2 is 0 for the nearest key and at
+        # worst -inf for the others, so as h -> 0 the weights tend to the nearest neighbour instead of
+        # overflowing to inf - inf = NaN.
+        d_min = (dist if keep is None else dist.masked_fill(~keep, float("inf"))).amin(dim=-1, keepdim=True)
+        d_min = torch.where(torch.isfinite(d_min), d_min, torch.zeros_like(d_min))  # a fully masked row
+        gap = dist - d_min  # (Q, K), >= 0 for kept keys
+        scores = torch.where(gap == 0, torch.zeros_like(gap), -(gap / bandwidth) * ((dist + d_min) / bandwidth) / 2)
+        return masked_softmax(scores, mask=keep)
+    k = kernel(dist / bandwidth)  # (Q, K)
     if keep is not None:
         k = k.masked_fill(~keep, 0.0)
     total = k.sum(dim=-1, keepdim=True)
@@ -99,8 +113,10 @@ def nadaraya_watson(
         y_train: values, ``(K,)`` or ``(K, Dv)`` (one-hot rows for classification).
         x_query: queries, ``(Q,)`` or ``(Q, D)``.
         kernel: a function of the scaled distance ``|q - k| / bandwidth``: :func:`gaussian`, :func:`boxcar`,
-            :func:`constant`, :func:`epanechikov` or your own.
-        bandwidth: ``h > 0``; small ``h`` follows the data closely, large ``h`` averages widely.
+            :func:`constant`, :func:`triangular`,
+            :func:`epanechnikov` or your own.
+        bandwidth: ``h > 0``; small ``h`` follows the data closely, large ``h`` averages widely. With the
+            Gaussian kernel, ``h -> 0`` gives the nearest neighbour (ties share the weight equally).
 
     Returns:
         ``(y_hat, weights)``: ``y_hat`` is ``(Q,)`` or ``(Q, Dv)``; ``weights`` is ``(Q, K)`` with rows summing
@@ -112,7 +128,7 @@ def nadaraya_watson(
     elif not (bandwidth > 0).all():
         raise ValueError(f"bandwidth: expected a positive number, got {bandwidth.tolist()}")
     dist = _distances(x_train, y_train, x_query)  # (Q, K)
-    weights = _kernel_weights(dist / bandwidth, kernel, None)  # (Q, K)
+    weights = _kernel_weights(dist, bandwidth, kernel, None)  # (Q, K)
     return _pool(weights, y_train), weights
 
 
@@ -149,8 +165,8 @@ class NadarayaWatson(nn.Module):
                     f"got {dist.shape[0]} queries for {dist.shape[1]} training points"
                 )
             keep = ~torch.eye(dist.shape[0], dtype=torch.bool, device=dist.device)  # (Q, K): no self-attention
-        weights = _kernel_weights(dist / self.bandwidth.to(dist.dtype), self.kernel, keep)
-        self.attention_weights = weights
+        weights = _kernel_weights(dist, self.bandwidth.to(dist.dtype), self.kernel, keep)
+        self.attention_weights = weights.detach()
         return _pool(weights, y_train)
 
     def extra_repr(self) -> str:

@@ -35,8 +35,12 @@ def subplots(nrows: int = 1, ncols: int = 1, figsize=(3.5, 2.5), **kwargs):
 
 
 def heatmap(ax, matrix, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
-            cmap: str = "Reds", colorbar: bool = True, vmin=None, vmax=None, xticklabels=None, yticklabels=None):
-    """Draw one matrix ``(rows, cols)`` on ``ax`` (labels, optional tick labels and colorbar); returns the image."""
+            cmap: str = "Reds", colorbar: bool = True, vmin=None, vmax=None, xticklabels=None, yticklabels=None,
+            cbar_label: str = "attention weight"):
+    """Draw one matrix ``(rows, cols)`` on ``ax`` (labels, optional tick labels and a labelled colorbar).
+
+    ``cbar_label`` names what the colours measure (pass e.g. ``"score"`` for scores). Returns the image.
+    """
     m = _numpy(matrix)
     if m.ndim != 2:
         raise ValueError(f"heatmap: expected a 2-D matrix, got shape {m.shape}")
@@ -52,12 +56,12 @@ def heatmap(ax, matrix, *, xlabel: str | None = None, ylabel: str | None = None,
     if yticklabels is not None:
         ax.set_yticks(range(len(yticklabels)), labels=list(yticklabels))
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, shrink=0.8)
+        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=cbar_label)
     return image
 
 
 def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | None = None,
-                  figsize=(2.5, 2.5), cmap: str = "Reds"):
+                  figsize=(2.5, 2.5), cmap: str = "Reds", cbar_label: str = "attention weight"):
     """Heatmaps of a grid of matrices -- d2l's ``show_heatmaps`` signature.
 
     Args:
@@ -66,9 +70,10 @@ def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | No
         titles: one per column.
         figsize: of the whole figure.
         cmap: a matplotlib colormap name.
+        cbar_label: what the colours measure, written on the colorbar.
 
     Returns:
-        The ``Figure``, with one shared colorbar.
+        The ``Figure``, with one shared, labelled colorbar.
     """
     m = _numpy(matrices)
     if m.ndim != 4:
@@ -88,7 +93,7 @@ def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | No
                 ax.set_ylabel(ylabel)
             if titles:
                 ax.set_title(titles[j])
-    fig.colorbar(image, ax=axes, shrink=0.6)
+    fig.colorbar(image, ax=axes, shrink=0.6, label=cbar_label)
     return fig
 
 

@@ -11,10 +11,35 @@ def test_kernel_values():
     torch.testing.assert_close(al.gaussian(d), torch.exp(-(d**2) / 2))
     torch.testing.assert_close(al.boxcar(d), torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0]))
     torch.testing.assert_close(al.constant(d), torch.ones(5))
-    torch.testing.assert_close(al.epanechikov(d), torch.tensor([1.0, 0.5, 0.0, 0.0, 0.5]))
+    torch.testing.assert_close(al.triangular(d), torch.tensor([1.0, 0.5, 0.0, 0.0, 0.5]))
+    torch.testing.assert_close(al.epanechnikov(d), torch.tensor([0.75, 0.5625, 0.0, 0.0, 0.5625]))
 
 
-@pytest.mark.parametrize("kernel", [al.gaussian, al.boxcar, al.constant, al.epanechikov])
+def test_the_misspelt_kernel_name_is_gone():
+    # "epanechikov" (the notes' spelling) named the triangular kernel; one letter from "epanechnikov" it was a trap
+    assert not hasattr(al, "epanechikov")
+
+
+def test_epanechnikov_integrates_to_one():
+    d = torch.linspace(-1.5, 1.5, 30001, dtype=torch.float64)
+    assert abs(torch.trapezoid(al.epanechnikov(d), d).item() - 1.0) < 1e-6
+
+
+@pytest.mark.parametrize("bandwidth", [1e-3, 1e-25, 1e-300])
+def test_gaussian_with_vanishing_bandwidth_is_the_nearest_neighbour(bandwidth):
+    x_train = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    y_train = torch.tensor([10.0, 20.0, 30.0, 40.0])
+    x_query = torch.tensor([0.2, 2.9, 1.4, 100.0])
+    y_hat, w = al.nadaraya_watson(x_train, y_train, x_query, bandwidth=bandwidth)
+    assert not torch.isnan(w).any()
+    torch.testing.assert_close(y_hat, torch.tensor([10.0, 40.0, 20.0, 40.0]))
+    # a query exactly between two keys splits its weight between them
+    y_mid, w_mid = al.nadaraya_watson(x_train, y_train, torch.tensor([0.5]), bandwidth=bandwidth)
+    torch.testing.assert_close(w_mid, torch.tensor([[0.5, 0.5, 0.0, 0.0]]))
+    torch.testing.assert_close(y_mid, torch.tensor([15.0]))
+
+
+@pytest.mark.parametrize("kernel", [al.gaussian, al.boxcar, al.constant, al.triangular, al.epanechnikov])
 def test_weights_rows_sum_to_one_and_match_definition(kernel):
     x_train = torch.linspace(0, 5, 40, dtype=torch.float64)
     y_train = 2 * torch.sin(x_train) + x_train
@@ -71,8 +96,8 @@ def test_module_leave_one_out_excludes_self():
 
 def test_module_matches_function():
     x, y, q = torch.randn(12), torch.randn(12), torch.randn(4)
-    model = al.NadarayaWatson(kernel=al.epanechikov, bandwidth=1.5)
-    torch.testing.assert_close(model(x, y, q), al.nadaraya_watson(x, y, q, al.epanechikov, 1.5)[0])
+    model = al.NadarayaWatson(kernel=al.triangular, bandwidth=1.5)
+    torch.testing.assert_close(model(x, y, q), al.nadaraya_watson(x, y, q, al.triangular, 1.5)[0])
 
 
 def test_bandwidth_is_learnable():

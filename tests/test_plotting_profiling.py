@@ -48,3 +48,11 @@ def test_peak_memory_sees_an_allocation():
     assert al.peak_memory_bytes("y = 1 + 1") < 8 * 2**20
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         al.peak_memory_bytes("1 / 0")
+
+
+def test_colorbars_are_labelled():
+    fig = al.show_heatmaps(torch.rand(1, 2, 3, 3), "k", "q")
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"] == ["attention weight"]
+    fig, axes = al.subplots(1, 1)
+    al.heatmap(axes[0, 0], torch.rand(3, 3), cbar_label="score")
+    assert [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"] == ["score"]
