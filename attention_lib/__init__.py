@@ -7,6 +7,7 @@ Everything is importable from the package top level. Shapes follow one legend (`
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
+from .cache import KVCache
 from .kernels import NadarayaWatson, boxcar, constant, epanechnikov, gaussian, nadaraya_watson, triangular
 from .masking import (
     causal_mask,
@@ -19,6 +20,7 @@ from .masking import (
 from .multihead import (
     GroupedQueryAttention,
     MultiHeadAttention,
+    convert_to_gqa,
     kv_cache_bytes,
     merge_heads,
     repeat_kv,
@@ -42,6 +44,7 @@ __all__ = [
     "SelfAttention", "PositionalEncoding",
     # multi-head and grouped-query
     "split_heads", "merge_heads", "repeat_kv", "kv_cache_bytes", "MultiHeadAttention", "GroupedQueryAttention",
+    "KVCache", "convert_to_gqa",
     # plotting
     "show_heatmaps", "plot", "subplots", "heatmap",
     # measuring

@@ -6,6 +6,8 @@ learner sees the shape mistake at the call that made it rather than deep inside 
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 
@@ -57,5 +59,12 @@ def check_positive(name: str, value: float) -> None:
 
 
 def check_dropout(p: float) -> None:
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout: expected a probability in [0, 1), got {p}")
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: expected a probability in [0, 1), got {p!r}")
+
+
+def check_size(owner: str, **sizes) -> None:
+    """Raise unless every size is a positive integer (``True``, ``2.0`` and ``-8`` are not), naming the bad one."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+            raise ValueError(f"{owner}: expected {name} to be a positive integer, got {value!r}")

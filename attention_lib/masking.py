@@ -39,6 +39,17 @@ def _check_valid_lens(valid_lens: torch.Tensor, batch: int, num_queries: int) ->
         )
     if valid_lens.dtype == torch.bool or valid_lens.is_complex():
         raise ValueError(f"valid_lens: expected integer lengths, got dtype {valid_lens.dtype}")
+    if torch.compiler.is_compiling():
+        # Checking the values is a data-dependent branch: under torch.compile / torch.export it would break the
+        # graph. The shapes and dtype were checked above; the values are checked in eager mode.
+        return
+    if valid_lens.is_floating_point():
+        bad = ~torch.isfinite(valid_lens) | (valid_lens != valid_lens.round())
+        if bad.any():
+            raise ValueError(
+                "valid_lens: expected whole-number lengths (a length counts keys; a float tensor must hold whole "
+                f"numbers and no NaN or inf), got {valid_lens.tolist()}"
+            )
     if (valid_lens < 0).any():
         raise ValueError(f"valid_lens: expected non-negative lengths, got {valid_lens.tolist()}")
 
@@ -112,12 +123,18 @@ def _broadcast_mask(mask: torch.Tensor, shape: torch.Size, name: str = "mask") -
 
 
 def combine_masks(
-    scores_shape: torch.Size, valid_lens: torch.Tensor | None, mask: torch.Tensor | None, device=None
+    scores_shape: torch.Size,
+    valid_lens: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    device=None,
+    is_causal: bool = False,
 ) -> torch.Tensor | None:
-    """One keep-mask broadcastable to ``scores_shape`` = ``(B, ..., Q, K)`` from ``valid_lens`` and/or ``mask``.
+    """One keep-mask broadcastable to ``scores_shape`` = ``(B, ..., Q, K)`` from ``valid_lens``, ``mask`` and
+    ``is_causal`` (combined by logical and).
 
     ``valid_lens`` applies to every head: its ``(B, 1 or Q, K)`` mask gets singleton dimensions inserted after
-    the batch. Returns None when both are None.
+    the batch. ``is_causal`` adds :func:`causal_mask` ``(Q, K)``, aligned bottom-right. Returns None when there
+    is nothing to mask.
     """
     out = None
     if valid_lens is not None:
@@ -130,11 +147,20 @@ def combine_masks(
     if mask is not None:
         mask = _broadcast_mask(mask, torch.Size(scores_shape))
         out = mask if out is None else out & mask
+    if is_causal:
+        if len(scores_shape) < 2:
+            raise ValueError(f"is_causal needs scores of shape (..., Q, K), got {tuple(scores_shape)}")
+        causal = causal_mask(scores_shape[-2], scores_shape[-1], device=device)  # (Q, K)
+        out = causal if out is None else out & causal
     return out
 
 
 def masked_softmax(
-    X: torch.Tensor, valid_lens: torch.Tensor | None = None, mask: torch.Tensor | None = None
+    X: torch.Tensor,
+    valid_lens: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    *,
+    is_causal: bool = False,
 ) -> torch.Tensor:
     """Softmax over the last axis that gives masked positions exactly zero weight.
 
@@ -149,6 +175,8 @@ def masked_softmax(
             the same lengths apply to every head when ``X`` has head dimensions.
         mask: bool, True = keep, broadcastable to ``X`` (e.g. ``(Q, K)`` from :func:`causal_mask`, or
             ``(B, 1, 1, K)``). Combined with ``valid_lens`` by logical and.
+        is_causal: also mask every key after its query, :func:`causal_mask` ``(Q, K)`` aligned bottom-right
+            (so the last query sees every key, right for decoding with a cache); combined by logical and.
 
     Returns:
         Weights of the shape of ``X``; each row sums to 1, or to 0 if it is fully masked. ``X`` is not modified.
@@ -156,7 +184,7 @@ def masked_softmax(
     if not isinstance(X, torch.Tensor) or not X.is_floating_point():
         what = X.dtype if isinstance(X, torch.Tensor) else type(X).__name__
         raise ValueError(f"X: expected a floating-point tensor of scores (B, ..., Q, K), got {what}")
-    keep = combine_masks(X.shape, valid_lens, mask, device=X.device)
+    keep = combine_masks(X.shape, valid_lens, mask, device=X.device, is_causal=is_causal)
     if keep is None:
         return F.softmax(X, dim=-1)
     filled = X.masked_fill(~keep, torch.finfo(X.dtype).min)  # masked -> most negative finite value

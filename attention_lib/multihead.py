@@ -15,10 +15,14 @@ Both paths give the same output (to float32 round-off).
 
 from __future__ import annotations
 
+import copy
+import numbers
+
 import torch
 from torch import nn
 
-from ._checks import check_dropout, check_last_dim, check_qkv, check_rank
+from ._checks import check_dropout, check_last_dim, check_qkv, check_rank, check_size
+from .cache import KVCache
 from .scoring import dot_product_attention, fused_attention
 
 __all__ = [
@@ -28,6 +32,7 @@ __all__ = [
     "kv_cache_bytes",
     "GroupedQueryAttention",
     "MultiHeadAttention",
+    "convert_to_gqa",
 ]
 
 
@@ -76,13 +81,14 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes a KV cache takes: ``2 (K and V) * layers * Hkv * d * seq_len * batch * bytes_per_element``.
 
-    ``bytes_per_element`` is 2 for float16/bfloat16, 4 for float32, 1 for an 8-bit cache.
+    ``bytes_per_element`` is 2 for float16/bfloat16, 4 for float32, 1 for an 8-bit cache. Every argument must be
+    a non-negative integer (a float such as ``4096.0`` is refused rather than turned into a float result).
     """
     for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
                         ("seq_len", seq_len), ("batch_size", batch_size), ("bytes_per_element", bytes_per_element)):
-        if value < 0 or int(value) != value:
-            raise ValueError(f"kv_cache_bytes: expected a non-negative integer {name}, got {value}")
-    return 2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"kv_cache_bytes: expected {name} to be a non-negative integer, got {value!r}")
+    return int(2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -99,17 +105,26 @@ class GroupedQueryAttention(nn.Module):
     ``h // (H // Hkv)``.
 
     ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E), valid_lens=None, mask=None,
-    need_weights=True)`` -> ``(B, Q, E)``. ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask
-    broadcastable to ``(B, H, Q, K)``.
+    need_weights=True, is_causal=False, kv_cache=None)`` -> ``(B, Q, E)``:
+
+    * ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask broadcastable to ``(B, H, Q, K)``;
+      ``is_causal`` masks every key after its query, aligned bottom-right (:func:`~attention_lib.causal_mask`),
+      and on the fused path runs SDPA's own causal kernel when that is exact (``Q == K``, no other mask). All
+      three combine by logical and; ``K`` counts the cached positions too.
+    * ``kv_cache``: a :class:`~attention_lib.KVCache`. This call's projected keys and values ``(B, Hkv, K, d)``
+      are appended to it and the queries attend over everything cached (on the fused path with ``enable_gqa``:
+      the ``Hkv`` heads are never repeated).
+    * ``need_weights=True`` keeps the weights ``(B, H, Q, K)`` (detached) in ``.attention_weights``.
     """
 
     def __init__(self, num_hiddens: int, num_heads: int, num_kv_heads: int, dropout: float = 0.0, bias: bool = False):
         super().__init__()
-        if num_heads <= 0 or num_hiddens % num_heads:
+        check_size(type(self).__name__, num_hiddens=num_hiddens, num_heads=num_heads, num_kv_heads=num_kv_heads)
+        if num_hiddens % num_heads:
             raise ValueError(
                 f"num_heads must divide num_hiddens: got num_hiddens={num_hiddens}, num_heads={num_heads}"
             )
-        if num_kv_heads <= 0 or num_heads % num_kv_heads:
+        if num_heads % num_kv_heads:
             raise ValueError(
                 f"num_kv_heads must be positive and divide num_heads: got num_heads={num_heads}, "
                 f"num_kv_heads={num_kv_heads}"
@@ -124,21 +139,28 @@ class GroupedQueryAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None, need_weights: bool = True):
+    def forward(self, queries, keys, values, valid_lens=None, mask=None, need_weights: bool = True,
+                is_causal: bool = False, kv_cache: KVCache | None = None):
         for name, t in (("queries", queries), ("keys", keys), ("values", values)):
             check_rank(name, t, (3,), "(B, n, E)")
             check_last_dim(name, t, self.num_hiddens, f"num_hiddens E of this {type(self).__name__}")
         check_qkv(queries, keys, values, same_width=True)
+        if kv_cache is not None and not isinstance(kv_cache, KVCache):
+            raise ValueError(f"kv_cache: expected an attention_lib.KVCache or None, got {type(kv_cache).__name__}")
         H, Hkv = self.num_heads, self.num_kv_heads
         q = split_heads(self.W_q(queries), H)  # (B, Q, E) -> (B, H, Q, d)
         k = split_heads(self.W_k(keys), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         v = split_heads(self.W_v(values), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
+        if kv_cache is not None:
+            k, v = kv_cache.update(k, v)  # (B, Hkv, T + K, d): every cached position, this call's last
         p = self.dropout.p if self.training else 0.0
         if need_weights:
             k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d) each
-            out, self.attention_weights = dot_product_attention(q, k, v, valid_lens, mask, dropout_p=p)
+            out, weights = dot_product_attention(q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal)
+            self.attention_weights = weights.detach()  # (B, H, Q, K), for heatmaps: no autograd graph kept alive
         else:
-            out = fused_attention(q, k, v, valid_lens, mask, dropout_p=p, enable_gqa=Hkv != H)  # (B, H, Q, d)
+            out = fused_attention(q, k, v, valid_lens, mask, dropout_p=p, enable_gqa=Hkv != H,
+                                  is_causal=is_causal)  # (B, H, Q, d)
             self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
@@ -152,3 +174,66 @@ class MultiHeadAttention(GroupedQueryAttention):
 
     def __init__(self, num_hiddens: int, num_heads: int, dropout: float = 0.0, bias: bool = False):
         super().__init__(num_hiddens, num_heads, num_heads, dropout=dropout, bias=bias)
+
+
+def convert_to_gqa(module: nn.Module, num_kv_heads: int, method: str = "mean") -> nn.Module:
+    """Multi-head -> grouped-query attention by pooling key/value heads (Ainslie et al., 2023, section 2.1).
+
+    Query head ``h`` of a GQA layer with ``Hkv`` key/value heads reads kv head ``h // (H // Hkv)``, so the
+    ``H // Hkv`` consecutive heads of each group are pooled into one: ``method="mean"`` averages their rows of
+    ``W_k`` and ``W_v`` (and biases) -- the paper's recipe --, ``method="first"`` keeps the group's first head (the
+    paper's ablation). ``W_q`` and ``W_o`` are copied unchanged. The converted model usually needs a little
+    continued training ("uptraining"); chapter 9 shows how much.
+
+    Args:
+        module: a :class:`GroupedQueryAttention` (or :class:`MultiHeadAttention`), or any module containing them.
+        num_kv_heads: the new ``Hkv``; it must divide each layer's current ``Hkv``.
+        method: ``"mean"`` or ``"first"``.
+
+    Returns:
+        A new module; ``module`` is not modified. Given one attention layer, a :class:`GroupedQueryAttention`;
+        given any other module, a deep copy with every attention layer inside converted.
+    """
+    if method not in ("mean", "first"):
+        raise ValueError(f"convert_to_gqa: expected method 'mean' or 'first', got {method!r}")
+    check_size("convert_to_gqa", num_kv_heads=num_kv_heads)
+    if isinstance(module, GroupedQueryAttention):
+        return _convert_layer(module, num_kv_heads, method)
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"convert_to_gqa: expected an nn.Module, got {type(module).__name__}")
+    converted = copy.deepcopy(module)
+    layers = [(name, m) for name, m in converted.named_modules() if isinstance(m, GroupedQueryAttention)]
+    if not layers:
+        raise ValueError(f"convert_to_gqa: {type(module).__name__} contains no GroupedQueryAttention layer")
+    for name, layer in layers:
+        parent_name, _, attr = name.rpartition(".")
+        setattr(converted.get_submodule(parent_name), attr, _convert_layer(layer, num_kv_heads, method))
+    return converted
+
+
+def _convert_layer(layer: GroupedQueryAttention, num_kv_heads: int, method: str) -> GroupedQueryAttention:
+    H, old_Hkv, d, E = layer.num_heads, layer.num_kv_heads, layer.head_dim, layer.num_hiddens
+    if old_Hkv % num_kv_heads:
+        raise ValueError(
+            f"convert_to_gqa: expected num_kv_heads to divide the layer's current {old_Hkv} key/value heads, "
+            f"got {num_kv_heads}"
+        )
+    bias = layer.W_q.bias is not None
+    new = GroupedQueryAttention(E, H, num_kv_heads, dropout=layer.dropout.p, bias=bias)
+    new = new.to(device=layer.W_q.weight.device, dtype=layer.W_q.weight.dtype)
+    new.train(layer.training)
+    group = old_Hkv // num_kv_heads  # old kv heads pooled into one new head
+
+    def pool(t: torch.Tensor) -> torch.Tensor:  # (old_Hkv * d, ...) -> (num_kv_heads * d, ...)
+        heads = t.reshape(num_kv_heads, group, d, *t.shape[1:])  # (Hkv, group, d, ...)
+        return (heads.mean(dim=1) if method == "mean" else heads[:, 0]).reshape(num_kv_heads * d, *t.shape[1:])
+
+    with torch.no_grad():
+        for name in ("W_q", "W_o"):
+            getattr(new, name).load_state_dict(getattr(layer, name).state_dict())
+        for name in ("W_k", "W_v"):
+            old, fresh = getattr(layer, name), getattr(new, name)
+            fresh.weight.copy_(pool(old.weight))  # (Hkv*d, E)
+            if bias:
+                fresh.bias.copy_(pool(old.bias))  # (Hkv*d,)
+    return new

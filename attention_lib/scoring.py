@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_dropout, check_last_dim, check_qkv
+from ._checks import check_dropout, check_last_dim, check_qkv, check_size
 from .masking import combine_masks, masked_softmax
 
 __all__ = ["dot_product_attention", "additive_attention", "DotProductAttention", "AdditiveAttention"]
@@ -30,17 +30,21 @@ def dot_product_attention(
     *,
     dropout_p: float = 0.0,
     scale: float | None = None,
+    is_causal: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention, the readable way: ``softmax(Q K^T / sqrt(D)) V``.
 
     Reference implementation (what this computes)::
 
         scores = queries @ keys.transpose(-2, -1) * scale    # (B, ..., Q, K)
-        weights = masked_softmax(scores, valid_lens, mask)   # (B, ..., Q, K), rows sum to 1 (or 0)
+        weights = masked_softmax(scores, valid_lens, mask, is_causal=is_causal)  # (B, ..., Q, K), rows sum to 1 (or 0)
         output = dropout(weights) @ values                   # (B, ..., Q, Dv)
 
     Equivalent to ``F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)`` except that a fully
-    masked query returns zeros (SDPA may return NaN) and the weights are returned.
+    masked query returns zeros (``nn.MultiheadAttention`` returns NaN there) and the weights are returned. With
+    ``is_causal=True`` and ``Q == K`` it equals SDPA's ``is_causal=True``; with fewer queries than keys (decoding
+    with a cache) the causal mask is aligned bottom-right, as :func:`~attention_lib.causal_mask`, where SDPA's
+    is aligned top-left.
 
     Args:
         queries: ``(B, ..., Q, D)``.
@@ -50,6 +54,8 @@ def dot_product_attention(
         mask: bool keep-mask broadcastable to ``(B, ..., Q, K)``.
         dropout_p: dropout on the weights (pass 0.0 in evaluation).
         scale: defaults to ``1 / sqrt(D)``.
+        is_causal: query ``i`` attends only to keys ``0 .. i + K - Q`` (bottom-right aligned causal mask), combined
+            with ``valid_lens`` and ``mask`` by logical and.
 
     Returns:
         ``(output (B, ..., Q, Dv), weights (B, ..., Q, K))``; the weights are taken before dropout.
@@ -58,7 +64,7 @@ def dot_product_attention(
     check_dropout(dropout_p)
     scale = 1.0 / math.sqrt(queries.shape[-1]) if scale is None else scale
     scores = queries @ keys.transpose(-2, -1) * scale  # (B, ..., Q, K)
-    weights = masked_softmax(scores, valid_lens, mask)  # (B, ..., Q, K)
+    weights = masked_softmax(scores, valid_lens, mask, is_causal=is_causal)  # (B, ..., Q, K)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ values, weights  # (B, ..., Q, Dv), (B, ..., Q, K)
 
@@ -114,14 +120,23 @@ def fused_attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
     enable_gqa: bool = False,
+    is_causal: bool = False,
 ) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` with our mask conventions; keeps no weights.
 
     ``q``: ``(B, ..., Q, D)``, ``k``: ``(B, ..., K, D)``, ``v``: ``(B, ..., K, Dv)``. Queries whose every key is
-    masked are set to zero afterwards, matching :func:`masked_softmax` (some SDPA kernels return NaN there).
+    masked are set to zero afterwards, matching :func:`masked_softmax`. ``is_causal`` is aligned bottom-right; it
+    is handed to SDPA's own ``is_causal=True`` kernels (which skip the masked half) when that is exact -- ``Q == K``
+    and no other mask -- and costs nothing when ``Q == 1`` (one new token sees every cached key).
     """
-    scores_shape = q.shape[:-1] + (k.shape[-2],)  # (B, ..., Q, K)
-    keep = combine_masks(scores_shape, valid_lens, mask, device=q.device)
+    num_queries, num_keys = q.shape[-2], k.shape[-2]
+    sdpa_causal = False
+    if is_causal and valid_lens is None and mask is None and (num_queries == num_keys or num_queries == 1 <= num_keys):
+        # Bottom-right causal with no other mask: SDPA's top-left is_causal is the same when Q == K; with a single
+        # query (decoding) every key is visible, so there is nothing to mask at all.
+        sdpa_causal, is_causal = num_queries == num_keys and num_queries > 1, False
+    scores_shape = q.shape[:-1] + (num_keys,)  # (B, ..., Q, K)
+    keep = combine_masks(scores_shape, valid_lens, mask, device=q.device, is_causal=is_causal)
     no_heads = q.dim() == 3
     if no_heads:
         # SDPA's fused (flash) CPU kernel takes only 4-D inputs; a 3-D call would fall back to the math kernel,
@@ -130,7 +145,7 @@ def fused_attention(
         if keep is not None:
             keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[:, None]  # (B|1, 1, Q|1, K)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=keep, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa
+        q, k, v, attn_mask=keep, dropout_p=dropout_p, is_causal=sdpa_causal, scale=scale, enable_gqa=enable_gqa
     )  # (B, ..., Q, Dv)
     if keep is not None:
         any_key = keep.any(dim=-1, keepdim=True)  # (B|1, ..., Q|1, 1)
@@ -141,8 +156,8 @@ def fused_attention(
 class DotProductAttention(nn.Module):
     """Scaled dot-product attention (no parameters); keeps the last weights in ``.attention_weights``.
 
-    ``forward(queries (B, Q, D), keys (B, K, D), values (B, K, Dv), valid_lens=None, mask=None)`` ->
-    ``(B, Q, Dv)``. See :func:`dot_product_attention`.
+    ``forward(queries (B, Q, D), keys (B, K, D), values (B, K, Dv), valid_lens=None, mask=None, is_causal=False)``
+    -> ``(B, Q, Dv)``. See :func:`dot_product_attention`. The weights are kept detached from the autograd graph.
     """
 
     def __init__(self, dropout: float = 0.0):
@@ -151,9 +166,11 @@ class DotProductAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None):
+    def forward(self, queries, keys, values, valid_lens=None, mask=None, is_causal: bool = False):
         p = self.dropout.p if self.training else 0.0
-        output, self.attention_weights = dot_product_attention(queries, keys, values, valid_lens, mask, dropout_p=p)
+        output, weights = dot_product_attention(queries, keys, values, valid_lens, mask, dropout_p=p,
+                                                is_causal=is_causal)
+        self.attention_weights = weights.detach()  # for heatmaps: no autograd graph kept alive
         return output
 
 
@@ -169,6 +186,7 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, query_size: int, key_size: int, num_hiddens: int, dropout: float = 0.0):
         super().__init__()
+        check_size("AdditiveAttention", query_size=query_size, key_size=key_size, num_hiddens=num_hiddens)
         check_dropout(dropout)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
@@ -178,7 +196,8 @@ class AdditiveAttention(nn.Module):
 
     def forward(self, queries, keys, values, valid_lens=None, mask=None):
         p = self.dropout.p if self.training else 0.0
-        output, self.attention_weights = additive_attention(
+        output, weights = additive_attention(
             queries, keys, values, self.W_q.weight, self.W_k.weight, self.w_v.weight, valid_lens, mask, dropout_p=p
         )
+        self.attention_weights = weights.detach()  # for heatmaps: no autograd graph kept alive
         return output

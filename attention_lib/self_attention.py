@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_dropout, check_last_dim, check_rank
+from ._checks import check_dropout, check_last_dim, check_rank, check_size
 from .scoring import dot_product_attention, fused_attention
 
 __all__ = ["SelfAttention", "PositionalEncoding"]
@@ -25,15 +25,17 @@ class SelfAttention(nn.Module):
         bias: whether ``W_q``, ``W_k``, ``W_v`` have biases.
         dropout: on the attention weights while training.
 
-    ``forward(X (B, n, d_in), valid_lens=None, mask=None, need_weights=True)`` -> ``(B, n, d_v)``. With
-    ``need_weights=True`` the readable path runs and the weights ``(B, n, n)`` are kept in
+    ``forward(X (B, n, d_in), valid_lens=None, mask=None, need_weights=True, is_causal=False)`` -> ``(B, n, d_v)``.
+    With ``need_weights=True`` the readable path runs and the weights ``(B, n, n)`` are kept (detached) in
     ``.attention_weights``; with ``False`` the fused ``F.scaled_dot_product_attention`` runs and none are kept.
+    ``is_causal=True`` lets token ``i`` attend only to tokens ``0 .. i`` (SDPA's causal kernel on the fused path).
     """
 
     def __init__(self, d_in: int, d_k: int, d_v: int | None = None, *, bias: bool = False, dropout: float = 0.0):
         super().__init__()
-        check_dropout(dropout)
         d_v = d_k if d_v is None else d_v
+        check_size("SelfAttention", d_in=d_in, d_k=d_k, d_v=d_v)
+        check_dropout(dropout)
         self.d_in, self.d_k, self.d_v = d_in, d_k, d_v
         self.W_q = nn.Linear(d_in, d_k, bias=bias)
         self.W_k = nn.Linear(d_in, d_k, bias=bias)
@@ -41,15 +43,17 @@ class SelfAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, X, valid_lens=None, mask=None, need_weights: bool = True):
+    def forward(self, X, valid_lens=None, mask=None, need_weights: bool = True, is_causal: bool = False):
         check_rank("X", X, (3,), "(B, n, d_in)")
         check_last_dim("X", X, self.d_in, "d_in of this SelfAttention")
         q, k, v = self.W_q(X), self.W_k(X), self.W_v(X)  # (B, n, d_k), (B, n, d_k), (B, n, d_v)
         p = self.dropout.p if self.training else 0.0
         if need_weights:
-            out, self.attention_weights = dot_product_attention(q, k, v, valid_lens, mask, dropout_p=p)
+            out, weights = dot_product_attention(q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal)
+            self.attention_weights = weights.detach()  # for heatmaps: no autograd graph kept alive
         else:
-            out, self.attention_weights = fused_attention(q, k, v, valid_lens, mask, dropout_p=p), None
+            out = fused_attention(q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal)
+            self.attention_weights = None
         return out  # (B, n, d_v)
 
 
@@ -57,15 +61,15 @@ class PositionalEncoding(nn.Module):
     """Sinusoidal positional encoding (Vaswani et al., 2017), the same values as d2l's.
 
     ``P[pos, 2i] = sin(pos / 10000^(2i/E))`` and ``P[pos, 2i+1] = cos(pos / 10000^(2i/E))``.
-    ``forward(X (B, n, E))`` returns ``dropout(X + P[:n])``; the table is the buffer ``P`` of shape
-    ``(1, max_len, E)``.
+    ``forward(X (B, n, E), offset=0)`` returns ``dropout(X + P[offset : offset + n])``: ``offset`` is the position
+    of the first token, e.g. the cache length when decoding one token at a time. The table is the buffer ``P`` of
+    shape ``(1, max_len, E)``.
     """
 
     def __init__(self, num_hiddens: int, dropout: float = 0.0, max_len: int = 1000):
         super().__init__()
+        check_size("PositionalEncoding", num_hiddens=num_hiddens, max_len=max_len)
         check_dropout(dropout)
-        if num_hiddens <= 0 or max_len <= 0:
-            raise ValueError(f"expected positive num_hiddens and max_len, got {num_hiddens} and {max_len}")
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.dropout = nn.Dropout(dropout)
         pos = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1)  # (max_len, 1)
@@ -76,10 +80,15 @@ class PositionalEncoding(nn.Module):
         P[0, :, 1::2] = torch.cos(angles[:, : num_hiddens // 2])
         self.register_buffer("P", P, persistent=False)
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
+    def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         check_rank("X", X, (3,), "(B, n, E)")
         check_last_dim("X", X, self.num_hiddens, "num_hiddens of this PositionalEncoding")
-        if X.shape[1] > self.max_len:
-            raise ValueError(f"X: expected at most max_len={self.max_len} positions, got {X.shape[1]}")
-        return self.dropout(X + self.P[:, : X.shape[1], :].to(X.dtype))
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset: expected a non-negative int (the position of the first token), got {offset!r}")
+        if offset + X.shape[1] > self.max_len:
+            raise ValueError(
+                f"X: expected at most max_len={self.max_len} positions, got positions {offset} .. "
+                f"{offset + X.shape[1] - 1}"
+            )
+        return self.dropout(X + self.P[:, offset : offset + X.shape[1], :].to(X.dtype))
 

@@ -36,8 +36,11 @@ def test_kv_cache_bytes_llama2_70b():
     # 80 layers, 8 KV heads of width 128, 4096 tokens, fp16: 1.25 GiB
     assert al.kv_cache_bytes(80, 8, 128, 4096) == 1_342_177_280 == int(1.25 * 2**30)
     assert al.kv_cache_bytes(80, 64, 128, 4096) == 8 * al.kv_cache_bytes(80, 8, 128, 4096)
-    with pytest.raises(ValueError, match="non-negative integer seq_len, got -1"):
+    with pytest.raises(ValueError, match="expected seq_len to be a non-negative integer, got -1"):
         al.kv_cache_bytes(1, 1, 1, -1)
+    assert type(al.kv_cache_bytes(32, 32, 128, 4096)) is int
+    with pytest.raises(ValueError, match=r"expected seq_len to be a non-negative integer, got 4096\.0"):
+        al.kv_cache_bytes(32, 32, 128, 4096.0)  # an int is promised: a float is refused, not passed through
 
 
 # --- oracles -----------------------------------------------------------------------------------------------
@@ -196,7 +199,7 @@ def test_multihead_bad_input():
         al.MultiHeadAttention(10, 4)
     with pytest.raises(ValueError, match="num_kv_heads must be positive and divide num_heads: got num_heads=8, num_kv_heads=3"):
         al.GroupedQueryAttention(16, 8, 3)
-    with pytest.raises(ValueError, match="num_kv_heads=0"):
+    with pytest.raises(ValueError, match="num_kv_heads to be a positive integer, got 0"):
         al.GroupedQueryAttention(16, 8, 0)
     m = al.MultiHeadAttention(8, 2)
     x = torch.randn(2, 3, 8)

@@ -115,7 +115,7 @@ def test_self_attention_bad_input():
         m(torch.randn(2, 3, 6))
     with pytest.raises(ValueError, match=r"3-D tensor of shape \(B, n, d_in\), got shape \(3, 8\)"):
         m(torch.randn(3, 8))
-    with pytest.raises(ValueError, match="at most max_len=10 positions, got 11"):
+    with pytest.raises(ValueError, match=r"at most max_len=10 positions, got positions 0 \.\. 10"):
         al.PositionalEncoding(4, max_len=10)(torch.randn(1, 11, 4))
     with pytest.raises(ValueError, match=r"num_hiddens of this PositionalEncoding\), got 3"):
         al.PositionalEncoding(4)(torch.randn(1, 2, 3))
