@@ -6,20 +6,21 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test unit notebooks book execute bench clean browser-deps
+.PHONY: help setup test unit notebooks book execute diagrams bench clean browser-deps
 
 help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
+	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
 	@echo "make bench     speed and memory benchmarks (not part of make test)"
 
-# The course environment: pinned versions from requirements.txt, d2l (the tests' reference) without its
-# old pins, and attention_lib itself in editable mode.
-$(STAMP): requirements.txt pyproject.toml
+# The maintainers' environment: the learner's pins (requirements.txt) plus the site and test tools
+# (requirements-dev.txt), d2l (the tests' reference) without its old pins, and attention_lib in editable mode.
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps d2l==1.0.3
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
@@ -42,10 +43,17 @@ test: book browser-deps
 unit: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/integration
 
-# Debian's Chromium (and CJK fonts for the glossary) for the browser checks; CI machines start bare.
-browser-deps:
-	@command -v chromium >/dev/null && fc-list | grep -qi "noto.*cjk" || \
-	    ($(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium fonts-noto-cjk)
+# A Chromium for the browser checks. Linux and CI: Debian's chromium (and CJK fonts for the glossary) with
+# apt-get, installed if missing. Elsewhere (macOS: no apt-get): Playwright's own Chromium, which the tests then
+# use (tests/integration/conftest.py looks for a system chromium first).
+browser-deps: $(STAMP)
+	@if command -v chromium >/dev/null && fc-list 2>/dev/null | grep -qi "noto.*cjk"; then :; \
+	elif command -v apt-get >/dev/null; then \
+	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium fonts-noto-cjk; \
+	elif ! command -v chromium >/dev/null; then \
+	    echo "No chromium and no apt-get here: installing Playwright's own Chromium (playwright install chromium)"; \
+	    $(PY) -m playwright install chromium; \
+	fi
 
 notebooks: $(STAMP)
 	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope chapters $(NBVAL)
@@ -70,6 +78,9 @@ $(MATHJAX): $(NPM_STAMP)
 FAVICON := .vendor/extra/favicon.ico
 $(FAVICON): tools/make_favicon.py $(STAMP)
 	$(PY) tools/make_favicon.py .vendor/extra
+
+diagrams: $(STAMP)
+	$(PY) tools/make_diagrams.py
 
 book: $(STAMP) $(MATHJAX) $(FAVICON)
 	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going

@@ -107,7 +107,8 @@ class GroupedQueryAttention(nn.Module):
     ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E), valid_lens=None, mask=None,
     need_weights=True, is_causal=False, kv_cache=None)`` -> ``(B, Q, E)``:
 
-    * ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask broadcastable to ``(B, H, Q, K)``;
+    * ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask ``(Q, K)`` or 4-D, broadcastable to
+      ``(B, H, Q, K)`` (a 3-D mask is refused: ``(B, Q, K)`` would silently be read as ``(H, Q, K)``);
       ``is_causal`` masks every key after its query, aligned bottom-right (:func:`~attention_lib.causal_mask`),
       and on the fused path runs SDPA's own causal kernel when that is exact (``Q == K``, no other mask). All
       three combine by logical and; ``K`` counts the cached positions too.
@@ -145,6 +146,13 @@ class GroupedQueryAttention(nn.Module):
             check_rank(name, t, (3,), "(B, n, E)")
             check_last_dim(name, t, self.num_hiddens, f"num_hiddens E of this {type(self).__name__}")
         check_qkv(queries, keys, values, same_width=True)
+        if isinstance(mask, torch.Tensor) and mask.dim() == 3:
+            # Broadcasting aligns from the right, so (B, Q, K) against (B, H, Q, K) scores would be read as
+            # (H, Q, K): when B == H it runs and gives head h of every example the mask of example h (chapter 7).
+            raise ValueError(
+                f"mask: expected a 2-D (Q, K) or 4-D (B|1, H|1, Q|1, K) mask, got 3-D {tuple(mask.shape)}: against "
+                "scores (B, H, Q, K) a 3-D mask is ambiguous; pass mask[:, None] for (B, 1, Q, K)"
+            )
         if kv_cache is not None and not isinstance(kv_cache, KVCache):
             raise ValueError(f"kv_cache: expected an attention_lib.KVCache or None, got {type(kv_cache).__name__}")
         H, Hkv = self.num_heads, self.num_kv_heads

@@ -40,8 +40,9 @@ def dot_product_attention(
         weights = masked_softmax(scores, valid_lens, mask, is_causal=is_causal)  # (B, ..., Q, K), rows sum to 1 (or 0)
         output = dropout(weights) @ values                   # (B, ..., Q, Dv)
 
-    Equivalent to ``F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)`` except that a fully
-    masked query returns zeros (``nn.MultiheadAttention`` returns NaN there) and the weights are returned. With
+    Equivalent to ``F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)``, fully masked queries
+    included (both give zeros there, since torch 2.5; ``nn.MultiheadAttention`` gives NaN), except that the weights
+    are returned. With
     ``is_causal=True`` and ``Q == K`` it equals SDPA's ``is_causal=True``; with fewer queries than keys (decoding
     with a cache) the causal mask is aligned bottom-right, as :func:`~attention_lib.causal_mask`, where SDPA's
     is aligned top-left.

@@ -211,8 +211,10 @@ def test_multihead_bad_input():
         m(x, x, x, torch.tensor([1, 2, 3]))
     with pytest.raises(ValueError, match="non-negative"):
         m(x, x, x, torch.tensor([1, -2]))
-    with pytest.raises(ValueError, match=r"broadcasts to the scores \(2, 2, 3, 3\), got \(2, 3, 4\)"):
-        m(x, x, x, mask=torch.ones(2, 3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"broadcasts to the scores \(2, 2, 3, 3\), got \(2, 1, 3, 4\)"):
+        m(x, x, x, mask=torch.ones(2, 1, 3, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"expected a 2-D \(Q, K\) or 4-D .* got 3-D \(2, 3, 3\).*mask\[:, None\]"):
+        m(x, x, x, mask=torch.ones(2, 3, 3, dtype=torch.bool))  # B == H == 2: it would run, with the wrong mask
     with pytest.raises(ValueError, match="divide the width 8, got num_heads=3"):
         al.split_heads(x, 3)
 

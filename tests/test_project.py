@@ -13,15 +13,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 
+def pins(name):
+    lines = (ROOT / name).read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "-r "))]
+
+
 def requirement_pins():
-    lines = (ROOT / "requirements.txt").read_text().splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    return pins("requirements.txt")
 
 
 def test_requirements_are_exact_pins_and_torch_is_pinned():
-    pins = requirement_pins()
-    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][A-Za-z0-9_.+\-]*", p) for p in pins), pins
-    assert "torch==2.13.0" in pins and "jupyter-book==1.0.4.post1" in pins
+    learner, dev = requirement_pins(), pins("requirements-dev.txt")
+    for p in learner + dev:
+        assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][A-Za-z0-9_.+\-]*", p), p
+    assert "torch==2.13.0" in learner and any(p.startswith("jupyterlab==") for p in learner)
+    assert "jupyter-book==1.0.4.post1" in dev and "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
+    assert not set(learner) & set(dev), "requirements-dev.txt adds to requirements.txt, it does not repeat it"
 
 
 def conda_pip(path):
@@ -36,8 +43,10 @@ def test_environment_yml_installs_the_same_pins_plus_the_package():
     assert "-e ." in pip
 
 
-def test_binder_installs_the_same_pins_and_the_package_after_the_build():
-    assert conda_pip(ROOT / ".binder" / "environment.yml") == requirement_pins()
+def test_binder_installs_the_same_pins_with_cpu_torch_and_the_package_after_the_build():
+    pip = conda_pip(ROOT / ".binder" / "environment.yml")
+    assert pip[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
+    assert [p.replace("torch==2.13.0+cpu", "torch==2.13.0") for p in pip[1:]] == requirement_pins()
     post_build = (ROOT / ".binder" / "postBuild").read_text()
     assert "pip install --no-deps ." in post_build
     assert (ROOT / ".binder" / "postBuild").stat().st_mode & 0o111, "postBuild must be executable"
@@ -62,12 +71,14 @@ if "google.colab" in sys.modules:
 
 
 def test_every_chapter_starts_with_the_colab_install_of_this_repository():
-    assert len(CHAPTERS) == 8, [p.name for p in CHAPTERS]
+    assert len(CHAPTERS) == 9, [p.name for p in CHAPTERS]
     expected = COLAB_CELL.format(url=repository_url())
     for path in CHAPTERS:
         nb = json.loads(path.read_text())
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == expected, path.name
+        # hidden on the website (it installs nothing there), kept in the notebook and the download
+        assert "remove-cell" in first_code["metadata"].get("tags", []), f"{path.name}: tag the Colab cell remove-cell"
         assert first_code["outputs"] == [], f"{path.name}: the Colab cell must print nothing outside Colab"
 
 
@@ -81,9 +92,11 @@ def test_chapters_are_in_the_toc_and_import_the_library():
 
 
 def test_public_api_is_documented():
+    api_page = (ROOT / "book" / "api.md").read_text()
     for name in al.__all__:
         obj = getattr(al, name)
         assert obj.__doc__ and len(obj.__doc__.strip()) > 20, f"{name} needs a docstring"
+        assert re.search(rf"^\.\. auto(function|class):: {name}$", api_page, re.M), f"{name} is missing from book/api.md"
 
 
 def test_every_other_mention_of_the_repository_matches_config():

@@ -10,7 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Debian's chromium where there is one (Linux, CI); otherwise None: Playwright's own Chromium, which
+# `make browser-deps` installs with `playwright install chromium` on systems without apt-get (macOS).
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
