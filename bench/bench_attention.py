@@ -16,6 +16,18 @@ What it measures (float32, CPU, inference: ``eval()`` + ``torch.inference_mode()
    peak memory of both our paths (``al.peak_memory_bytes``: a fresh interpreter per number, B=1).
 3. Memory scaling of the fused and readable paths at n = 1k, 2k, 4k, 8k (B=1): linear vs quadratic.
 4. Training mode with dropout 0.1: one forward + backward on both paths, grads must be finite.
+5. Causal attention and decoding with a cache (issue "chapter 9"), paired like 1:
+
+   * causal GQA, fused (B=1, n=4096): ``gqa(x, x, x, is_causal=True, need_weights=False)`` vs the same projections
+     around ``F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)``; target <= 1.05;
+   * one decode step with an ``al.KVCache`` of T=4096 (B=1): ``gqa(x1, x1, x1, is_causal=True, kv_cache=cache,
+     need_weights=False)`` (the cache is cropped back to T after each call) vs the same projections + SDPA
+     (``enable_gqa=True``) over ready-made ``(B, Hkv, T+1, d)`` tensors + ``W_o``; target <= 1.10;
+   * ``al.MultiHeadAttention(512, 8, bias=True)`` vs the default ``nn.MultiheadAttention(512, 8,
+     batch_first=True)`` (which then takes its native fast path) at B=4, n=1024; target <= 1.00;
+   * decode time per token against Hkv in {1, 2, 4, 8} at T = 4096 and 16384 (B=1, H=8, E=512).
+
+``python bench/bench_attention.py --decode`` runs section 5 alone (and prints it without writing RESULTS.md).
 
 FLOPs are counted analytically (multiply-add = 2 FLOPs; softmax, scaling and copies are not counted)::
 
@@ -53,6 +65,8 @@ E, H, HKV = 512, 8, 2  # model width, query heads, key/value heads of the GQA mo
 D = E // H  # head width d
 TARGET_B, TARGET_N, TARGET_ROUNDS = 4, 1024, 7
 TARGET_MHA, TARGET_GQA = 1.00, 1.05
+TARGET_CAUSAL, TARGET_DECODE, TARGET_MHA_BIAS = 1.05, 1.10, 1.00
+DECODE_T = 4096
 RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
@@ -75,13 +89,13 @@ class SdpaGQA(nn.Module):
         self.W_v = nn.Linear(num_hiddens, num_kv_heads * self.head_dim, bias=False)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, is_causal: bool = False) -> torch.Tensor:
         B, n, _ = x.shape
         H, Hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         q = self.W_q(x).view(B, n, H, d).transpose(1, 2)  # (B, n, E) -> (B, H, n, d)
         k = self.W_k(x).view(B, n, Hkv, d).transpose(1, 2)  # (B, n, Hkv*d) -> (B, Hkv, n, d)
         v = self.W_v(x).view(B, n, Hkv, d).transpose(1, 2)  # (B, n, Hkv*d) -> (B, Hkv, n, d)
-        out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # (B, H, n, d)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=True)  # (B, H, n, d)
         return self.W_o(out.transpose(1, 2).reshape(B, n, H * d))  # (B, n, H, d) -> (B, n, E) -> (B, n, E)
 
 
@@ -225,6 +239,121 @@ def training_check() -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Causal attention and decoding with a KV cache
+# ----------------------------------------------------------------------------------------------------------
+def causal_arms(n: int = 4096) -> dict:
+    """Fused causal GQA, ours vs projections + SDPA(is_causal=True, enable_gqa=True), B=1."""
+    ours, theirs = make_pair("GQA")
+    x = torch.randn(1, n, E)  # (B, n, E)
+
+    def fused():
+        with torch.inference_mode():
+            return ours(x, x, x, is_causal=True, need_weights=False)
+
+    def pytorch():
+        with torch.inference_mode():
+            return theirs(x, is_causal=True)
+
+    small = x[:, :128]
+    with torch.inference_mode():
+        torch.testing.assert_close(ours(small, small, small, is_causal=True, need_weights=False),
+                                   theirs(small, is_causal=True), atol=1e-4, rtol=1e-4)
+    return {"fused": fused, "pytorch": pytorch}
+
+
+def decode_arms(num_kv_heads: int = HKV, T: int = DECODE_T) -> dict:
+    """One decode step at cache length T (B=1): ours with a KVCache, vs projections + SDPA over ready tensors."""
+    torch.manual_seed(0)
+    ours = al.GroupedQueryAttention(E, H, num_kv_heads).eval()
+    theirs = SdpaGQA(E, H, num_kv_heads).eval()
+    theirs.load_state_dict(ours.state_dict())
+    prefix, x1 = torch.randn(1, T, E), torch.randn(1, 1, E)  # (B, T, E), (B, 1, E)
+    cache = al.KVCache()
+    with torch.inference_mode():
+        ours(prefix, prefix, prefix, is_causal=True, kv_cache=cache, need_weights=False)  # prefill
+        d = E // H
+        k_all = torch.cat([cache.keys, theirs.W_k(x1).view(1, 1, num_kv_heads, d).transpose(1, 2)], dim=2)
+        v_all = torch.cat([cache.values, theirs.W_v(x1).view(1, 1, num_kv_heads, d).transpose(1, 2)], dim=2)
+        k_all, v_all = k_all.contiguous(), v_all.contiguous()  # (B, Hkv, T+1, d), ready-made
+
+    def cached():
+        with torch.inference_mode():
+            y = ours(x1, x1, x1, is_causal=True, kv_cache=cache, need_weights=False)  # appends, attends T + 1
+        cache.crop(T)  # back to T for the next call
+        return y
+
+    def pytorch():
+        with torch.inference_mode():
+            q = theirs.W_q(x1).view(1, 1, H, d).transpose(1, 2)  # (B, H, 1, d)
+            theirs.W_k(x1), theirs.W_v(x1)  # the same projections as ours (their results are already in k_all/v_all)
+            out = F.scaled_dot_product_attention(q, k_all, v_all, enable_gqa=True)  # (B, H, 1, d)
+            return theirs.W_o(out.transpose(1, 2).reshape(1, 1, E))  # (B, 1, E)
+
+    torch.testing.assert_close(cached(), pytorch(), atol=1e-4, rtol=1e-4)
+    return {"cached": cached, "pytorch": pytorch}
+
+
+def mha_bias_arms() -> dict:
+    """``al.MultiHeadAttention(bias=True)`` vs the default ``nn.MultiheadAttention`` (native fast path), B=4, n=1024."""
+    torch.manual_seed(0)
+    ours = al.MultiHeadAttention(E, H, bias=True).eval()
+    theirs = nn.MultiheadAttention(E, H, batch_first=True).eval()
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))  # (3E, E)
+        theirs.in_proj_bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))  # (3E,)
+        theirs.out_proj.weight.copy_(ours.W_o.weight)
+        theirs.out_proj.bias.copy_(ours.W_o.bias)
+    x = torch.randn(TARGET_B, TARGET_N, E)
+
+    def fused():
+        with torch.inference_mode():
+            return ours(x, x, x, need_weights=False)
+
+    def pytorch():
+        with torch.inference_mode():
+            return theirs(x, x, x, need_weights=False)[0]
+
+    torch.testing.assert_close(fused(), pytorch(), atol=1e-4, rtol=1e-4)
+    return {"fused": fused, "pytorch": pytorch}
+
+
+def decode_section() -> list[str]:
+    """Section 5 of the report: the three paired targets and the decode-time table."""
+    rows = ["## Causal attention and decoding with a KV cache (B=1 unless noted)", "",
+            "Paired rounds as above; median of the per-round ratios.", "",
+            "| what | ours (ms) | PyTorch (ms) | ratio (median) | per-round ratios | target | met? |",
+            "|---|---:|---:|---:|---|---:|---|"]
+    cases = [
+        ("causal GQA fused, n=4096 vs projections + SDPA(is_causal, enable_gqa)", causal_arms, ("fused", "pytorch"),
+         TARGET_CAUSAL, 5, 0.5),
+        (f"decode step, KVCache T={DECODE_T} vs projections + SDPA(enable_gqa) on ready tensors + W_o", decode_arms,
+         ("cached", "pytorch"), TARGET_DECODE, 9, 0.3),
+        ("MultiHeadAttention(bias=True) vs nn.MultiheadAttention (native fast path), B=4, n=1024", mha_bias_arms,
+         ("fused", "pytorch"), TARGET_MHA_BIAS, 7, 0.5),
+    ]
+    for label, make, (a, b), target, rounds, min_run in cases:
+        arms = make()
+        t = paired_rounds({a: arms[a], b: arms[b]}, rounds, min_run_time=min_run)
+        ratio = median_ratio(t, a, b)
+        per_round = ", ".join(f"{x / y:.3f}" for x, y in zip(t[a], t[b]))
+        rows.append(f"| {label} | {statistics.median(t[a]) * 1e3:,.3f} | {statistics.median(t[b]) * 1e3:,.3f} | "
+                    f"**{ratio:.3f}** | {per_round} | <= {target:.2f} | {'yes' if ratio <= target else 'NO'} |")
+    rows += ["", "### Time per generated token against the number of key/value heads (E=512, H=8, d=64, fp32)", "",
+             "One decode step with a `KVCache` of T positions (median of 3 `blocked_autorange` blocks); the cache "
+             "bytes are `al.kv_cache_bytes(1, Hkv, 64, T, bytes_per_element=4)` for this one layer.", "",
+             "| T | Hkv | ms per token | cache MiB (one layer) | vs Hkv=8 |", "|---:|---:|---:|---:|---:|"]
+    for T in (4096, 16384):
+        base = None
+        for hkv in (8, 4, 2, 1):
+            arm = decode_arms(hkv, T)["cached"]
+            seconds = statistics.median(measure(arm, 0.3) for _ in range(3))
+            base = base or seconds
+            cache_mib = al.kv_cache_bytes(1, hkv, E // H, T, bytes_per_element=4) / 2**20
+            rows.append(f"| {T} | {hkv} | {seconds * 1e3:.3f} | {cache_mib:.1f} | {seconds / base:.2f} |")
+    return rows + [""]
+
+
+# ----------------------------------------------------------------------------------------------------------
 # Report
 # ----------------------------------------------------------------------------------------------------------
 def machine() -> str:
@@ -296,6 +425,9 @@ def main() -> None:
 
     # 4. Training mode.
     train_rows = training_check()
+
+    # 5. Causal attention and decoding with a cache.
+    decode_rows = decode_section()
 
     # ------------------------------------------------------------------ the report
     total_s = time.perf_counter() - start
@@ -372,6 +504,7 @@ def main() -> None:
     out += ["## Training mode (dropout 0.1, B=2, n=32, E=64, H=8, Hkv=2 for GQA): one forward + backward", "",
             "| model | path | output | grads finite | grads non-zero | dropout active | result |",
             "|---|---|---|---|---|---|---|"] + train_rows + [""]
+    out += decode_rows
     out += [f"Run time: {total_s:.0f} s (timings {timing_s:.0f} s, memory and training {total_s - timing_s:.0f} s)."]
 
     report = "\n".join(out) + "\n"
@@ -381,4 +514,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--decode"]:
+        torch.set_num_threads(THREADS)
+        print("\n".join(decode_section()))
+    else:
+        main()

@@ -71,6 +71,19 @@ def test_page(browser, site_url, doc):
             "() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
         )
         assert not broken, f"{doc}: images that did not load: {broken}"
+        # Every image says what it shows: a screen reader reads the alt text (myst-nb's default is a file path).
+        alts = page.eval_on_selector_all(".bd-article img", "els => els.map(e => [e.getAttribute('src'), e.alt])")
+        undescribed = [(src, alt) for src, alt in alts
+                       if len(alt.split()) < 4 or alt.endswith((".png", ".svg")) or "/" in alt.split()[0]]
+        assert not undescribed, f"{doc}: images without a meaningful alt text: {undescribed[:5]}"
+        # One search field, and no header bar above the page (it held only a second search field).
+        searches = page.eval_on_selector_all(
+            "button.search-button-field, .bd-search input",
+            "els => els.filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length")
+        assert searches == 1, f"{doc}: {searches} visible search fields at 1280 px"
+        assert page.evaluate("() => document.querySelector('#pst-header').getBoundingClientRect().height") == 0
+        # The Colab install cell is in the notebook (and the download) but not on the page.
+        assert "google.colab" not in page.inner_text(".bd-article"), f"{doc}: the Colab install cell is shown"
         if doc.startswith("chapters/"):
             colab = page.eval_on_selector_all("a[href*='colab.research.google.com']", "els => els.map(e => e.href)")
             expected = f"https://colab.research.google.com/github/{REPO}/blob/main/{doc}.ipynb"
@@ -120,6 +133,7 @@ SEARCH = {
     "chapters/06_self_attention": "permutation",
     "chapters/07_multi_head": "MultiheadAttention",
     "chapters/08_grouped_query": "Mistral",
+    "chapters/09_watch_attention_learn": "uptraining",
 }
 
 
