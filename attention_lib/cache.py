@@ -61,12 +61,12 @@ class KVCache:
     @property
     def keys(self) -> torch.Tensor | None:
         """The cached keys ``(B, Hkv, T, d)`` (a view), or None while empty."""
-        return None if self._keys is None else self._keys[:, :, : self._length]
+        return None if self._keys is None else self._keys.narrow(2, 0, self._length)
 
     @property
     def values(self) -> torch.Tensor | None:
         """The cached values ``(B, Hkv, T, dv)`` (a view), or None while empty."""
-        return None if self._values is None else self._values[:, :, : self._length]
+        return None if self._values is None else self._values.narrow(2, 0, self._length)
 
     def reset(self) -> None:
         """Forget everything (the next append may have another batch size)."""
@@ -81,38 +81,45 @@ class KVCache:
 
     def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Append ``keys (B, Hkv, n, d)`` and ``values (B, Hkv, n, dv)``; return all cached ``(B, Hkv, T + n, .)``."""
-        check_rank("keys", keys, (4,), "(B, Hkv, n, d)")
-        check_rank("values", values, (4,), "(B, Hkv, n, dv)")
+        # Decoding calls this once per layer and token, so the checks are plain shape comparisons; the detailed
+        # messages are built only when one fails.
+        if not (isinstance(keys, torch.Tensor) and keys.dim() == 4 and isinstance(values, torch.Tensor)
+                and values.dim() == 4):
+            check_rank("keys", keys, (4,), "(B, Hkv, n, d)")
+            check_rank("values", values, (4,), "(B, Hkv, n, dv)")
         if keys.shape[:3] != values.shape[:3]:
             raise ValueError(
                 f"keys and values must share (B, Hkv, n): got keys {tuple(keys.shape)} and values {tuple(values.shape)}"
             )
         if self._keys is not None:
-            self._check_matches("keys", keys, self._keys)
-            self._check_matches("values", values, self._values)
+            ck, cv = self._keys, self._values
+            if (ck.shape[:2] != keys.shape[:2] or ck.shape[3] != keys.shape[3] or cv.shape[3] != values.shape[3]
+                    or ck.dtype != keys.dtype or cv.dtype != values.dtype or ck.device != keys.device):
+                self._check_matches("keys", keys, ck)
+                self._check_matches("values", values, cv)
         n = keys.shape[2]
         if keys.requires_grad or values.requires_grad:  # autograd: no in-place writes into shared buffers
             self._keys = keys if self._keys is None else torch.cat([self.keys, keys], dim=2)
             self._values = values if self._values is None else torch.cat([self.values, values], dim=2)
             self._length += n
             return self.keys, self.values
-        needed = self._length + n
+        start, needed = self._length, self._length + n
         if needed > self.capacity:
             first = self._keys is None
             capacity = (self._capacity_hint or needed + 256) if first else 2 * self.capacity
             self._grow(keys, values, max(capacity, needed))
-        self._keys[:, :, self._length : needed] = keys
-        self._values[:, :, self._length : needed] = values
+        self._keys.narrow(2, start, n).copy_(keys)  # in place: O(n), the cached positions are not touched
+        self._values.narrow(2, start, n).copy_(values)
         self._length = needed
-        return self.keys, self.values
+        return self._keys.narrow(2, 0, needed), self._values.narrow(2, 0, needed)
 
     def _grow(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
         B, Hkv, _, d = keys.shape
         new_keys = keys.new_empty(B, Hkv, capacity, d)  # (B, Hkv, capacity, d)
         new_values = values.new_empty(B, Hkv, capacity, values.shape[3])  # (B, Hkv, capacity, dv)
         if self._keys is not None:
-            new_keys[:, :, : self._length] = self.keys
-            new_values[:, :, : self._length] = self.values
+            new_keys.narrow(2, 0, self._length).copy_(self.keys)  # the one copy, when the capacity doubles
+            new_values.narrow(2, 0, self._length).copy_(self.values)
         self._keys, self._values = new_keys, new_values
 
     def _check_matches(self, name: str, new: torch.Tensor, cached: torch.Tensor) -> None:
@@ -123,7 +130,7 @@ class KVCache:
             if want != got:
                 raise ValueError(
                     f"KVCache: {name} of shape {tuple(new.shape)} do not fit this cache, which holds "
-                    f"{tuple(cached[:, :, : self._length].shape)}: expected {what} = {want}, got {got} "
+                    f"{tuple(cached.narrow(2, 0, self._length).shape)}: expected {what} = {want}, got {got} "
                     "(one cache per layer and batch; call reset() to start another sequence)"
                 )
         if new.dtype != cached.dtype or new.device != cached.device:

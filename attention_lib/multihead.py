@@ -169,7 +169,8 @@ class GroupedQueryAttention(nn.Module):
         else:
             out = fused_attention(q, k, v, valid_lens, mask, dropout_p=p, enable_gqa=Hkv != H,
                                   is_causal=is_causal)  # (B, H, Q, d)
-            self.attention_weights = None
+            if self.attention_weights is not None:  # (nn.Module's __setattr__ is slow next to a decode step)
+                self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
 
