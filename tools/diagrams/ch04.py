@@ -15,7 +15,7 @@ from tools.diagrams.style import SHAPE_SIZE, Diagram, colours
 
 def draw_additive_scoring(path):
     """queries -> W_q, keys -> W_k, broadcast add, tanh, w_v^T -> scores, shapes on every arrow."""
-    width, height = 22.0, 27.0
+    width, height = 22.0, 28.6  # the legend sits below the scores box
     d = Diagram(width, height)
     d.title("Additive attention scores every query\u2013key pair")
     formula = r"$a(\mathbf{q}, \mathbf{k}) = \mathbf{w}_v^\top \tanh(W_q\,\mathbf{q} + W_k\,\mathbf{k})$"
