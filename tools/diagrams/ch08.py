@@ -83,7 +83,7 @@ def draw_kv_cache(path):
     V = d.matrix(vx, cy, dh, T + 1, cell=c, role="value", shade=shade)
     for x0, name, new in ((kx, "key cache", kn), (vx, "value cache", vn)):
         d.text(x0 - 0.35, cy + dh * c / 2, "d", size=SHAPE_SIZE + 0.5)
-        d.text(x0 + T * c / 2, cy + dh * c + 1.2, name, weight="bold")
+        d.text(x0 - 0.45, cy + dh * c + 1.2, name, weight="bold", ha="left")  # left-aligned: clear of the append arrow
         d.brace_label(x0, x0 + T * c - 0.05, cy + dh * c + 0.3, "T cached", below=False)
         d.ax.add_patch(Rectangle((x0 + T * c - 0.07, cy - 0.07), c + 0.14, dh * c + 0.14, fill=False,
                                  edgecolor=INK, linewidth=1.5, linestyle="--", zorder=4))
