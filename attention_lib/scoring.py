@@ -41,8 +41,8 @@ def dot_product_attention(
         output = dropout(weights) @ values                   # (B, ..., Q, Dv)
 
     Equivalent to ``F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)``, fully masked queries
-    included (both give zeros there, since torch 2.5; ``nn.MultiheadAttention`` gives NaN), except that the weights
-    are returned. With
+    included (both give zeros there, since torch 2.5; ``nn.MultiheadAttention`` gives NaN unless called with
+    ``need_weights=False``), except that the weights are returned. With
     ``is_causal=True`` and ``Q == K`` it equals SDPA's ``is_causal=True``; with fewer queries than keys (decoding
     with a cache) the causal mask is aligned bottom-right, as :func:`~attention_lib.causal_mask`, where SDPA's
     is aligned top-left.

@@ -38,7 +38,7 @@ def draw_masked_softmax(path):
     K = len(SCORES)
 
     # -- top band: padded batch (tokens) -> keep-mask (B, 1, K) ------------------------------------------------
-    tw, th = 2.7, 0.85                       # token cell
+    tw, th = 2.95, 0.85                      # token cell
     tx, ty = 1.0, 19.6                        # lower-left of the token grid
     d.text(tx + 2 * tw, ty + 3 * th + 0.55, "padded batch (B, K) = (3, 4)", weight="bold")
     for b, sent in enumerate(SENTENCES):
@@ -67,7 +67,7 @@ def draw_masked_softmax(path):
     c = 1.4
     my = 9.0                                   # lower edge of the three matrices
     xs = [1.4, 11.5, 21.6]                      # lower-left x of scores, masked scores, weights
-    d.text(xs[0], my + K * c + 2.3, f'example b = {B_SHOWN}, "Hello world":\nQ = 4 queries x K = 4 keys', ha="left",
+    d.text(xs[0], my + K * c + 2.3, f'example b = {B_SHOWN}, "Hello world":\nQ = 4 queries × K = 4 keys', ha="left",
            size=SHAPE_SIZE + 1, linespacing=1.4)
     masked_cells = [[j >= l for j in range(K)] for _ in range(K)]
     S = d.matrix(xs[0], my, K, K, cell=c, role="score", values=[[_num(v) for v in r] for r in SCORES])

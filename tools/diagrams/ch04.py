@@ -156,8 +156,8 @@ def draw_bahdanau(path):
     d.arrow((yprev["bottom"][0] + 0.6, y_y), (out["top"][0] - 0.6, y_dec + h_dec))
     d.text(xs[0], y_dec + h_dec + 0.9, r"$\mathbf{s}_i$ is the query of step $i+1$", ha="left", size=SHAPE_SIZE + 0.5)
 
-    d.legend(1.4, 1.1, [("query", "query (decoder state)"), ("key", "keys = values"), ("weight", "weight"),
-                        ("output", "context")])
+    d.legend(1.4, 1.1, [("query", "query (state)"), ("key", "keys = annotations"), ("value", "values = annotations"),
+                        ("weight", "weight"), ("output", "context")])
     d.save(path)
 
 
