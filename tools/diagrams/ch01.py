@@ -94,7 +94,7 @@ def draw_attention_pooling(path):
     s = d.op(cx, y_s, r"$\Sigma$", role="output")
     for x in xs:
         d.arrow((x, y_v), (cx + (x - cx) * 0.18, s["top"][1] + 0.05), role="value")
-    d.text(cx + 0.75, y_s + 0.1, r"$\sum_i \alpha_i \mathbf{v}_i$", ha="left")
+    d.text(cx + 0.7, y_s - 0.75, r"$\sum_i \alpha_i \mathbf{v}_i$", ha="left")  # below the arrows from the values
     y_out = y_s - 3.5
     out = d.box(cx - 2.4, y_out, 4.8, bh, "output", role="output")
     d.arrow(s["bottom"], out["top"], shape="(Dv,)", side="left", role="output")

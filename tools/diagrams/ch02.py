@@ -42,7 +42,7 @@ def nw_as_attention(path):
         """One row of six cells, named on the right: bold name, its shape for Q queries, the formula."""
         a = d.vector(x0, y, n, role=role, vertical=False, cell=cell, values=values, shade=shade)
         d.text(lx, y + cell / 2 + 0.36, name, ha="left", weight="bold")
-        d.shape(lx + 5.9, y + cell / 2 + 0.36, shape, ha="left")   # the shapes form one aligned column
+        d.shape(lx + 6.4, y + cell / 2 + 0.36, shape, ha="left")   # the shapes form one aligned column
         d.text(lx, y + cell / 2 - 0.4, formula, ha="left")
         return a
 
