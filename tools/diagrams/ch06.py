@@ -19,7 +19,7 @@ def _num(x, digits=2):
 
 
 def draw_qkv_projections(path):
-    """X (B, n, d_in) -> three learned matrices -> Q, K (B, n, d_k) and V (B, n, d_v), one row per token."""
+    """X (B, n, d_in) -> learned W^Q, W^K, W^V -> Q, K (B, n, d_k) and V (B, n, d_v), one row per token."""
     width, height = 24.0, 14.6
     d = Diagram(width, height)
     d.title("One input, three projections")
@@ -35,9 +35,9 @@ def draw_qkv_projections(path):
         d.text(xx - 0.25, xy + (n - 1 - i) * c + c / 2, rf"$\mathbf{{x}}_{i + 1}$", ha="right", size=SHAPE_SIZE + 1)
     d.text(X["bottom"][0], X["bottom"][1] - 1.15, "one row per token", size=SHAPE_SIZE)
 
-    rows = [("query", r"$W_q$", "(d_in, d_k)", r"$Q$", "queries", "(B, n, d_k)", d_k),
-            ("key", r"$W_k$", "(d_in, d_k)", r"$K$", "keys", "(B, n, d_k)", d_k),
-            ("value", r"$W_v$", "(d_in, d_v)", r"$V$", "values", "(B, n, d_v)", d_k)]
+    rows = [("query", r"$W^Q$", "(d_in, d_k)", r"$Q$", "queries", "(B, n, d_k)", d_k),
+            ("key", r"$W^K$", "(d_in, d_k)", r"$K$", "keys", "(B, n, d_k)", d_k),
+            ("value", r"$W^V$", "(d_in, d_v)", r"$V$", "values", "(B, n, d_v)", d_k)]
     ys = [10.0, 6.25, 2.5]  # centre line of each branch
     bx, bw, bh = 8.0, 3.9, 1.7  # the learned matrices
     mx = 17.0  # lower-left x of the results
@@ -48,8 +48,8 @@ def draw_qkv_projections(path):
         d.arrow(W["right"], (mx - 0.15, y), shape=m_shape, side="above", role=role)
         d.text(M["right"][0] + 0.45, y + 0.3, m_label, ha="left", weight="bold")
         d.text(M["right"][0] + 0.45, y - 0.35, m_name, ha="left", size=SHAPE_SIZE)
-    d.text(width / 2, 0.75, r"the same $W_q, W_k, W_v$ for every token:  row $i$ of $Q$ is "
-           r"$\mathbf{q}_i = \mathbf{x}_i W_q$", size=SHAPE_SIZE + 1)
+    d.text(width / 2, 0.75, r"the same $W^Q, W^K, W^V$ for every token:  row $i$ of $Q$ is "
+           r"$\mathbf{q}_i = \mathbf{x}_i W^Q$", size=SHAPE_SIZE + 1)
     d.legend(1.0, height - 2.0, [("query", "query"), ("key", "key"), ("value", "value"),
                                 ("param", "learned matrix")])
     d.save(path)
