@@ -8,6 +8,7 @@ Everything is importable from the package top level. Shapes follow one legend (`
 """
 
 from .cache import KVCache
+from .decoder import DecoderBlock, TinyDecoder
 from .kernels import NadarayaWatson, boxcar, constant, epanechnikov, gaussian, nadaraya_watson, triangular
 from .masking import (
     causal_mask,
@@ -45,6 +46,8 @@ __all__ = [
     # multi-head and grouped-query
     "split_heads", "merge_heads", "repeat_kv", "kv_cache_bytes", "MultiHeadAttention", "GroupedQueryAttention",
     "KVCache", "convert_to_gqa",
+    # a tiny decoder-only model (chapter 9)
+    "DecoderBlock", "TinyDecoder",
     # plotting
     "show_heatmaps", "plot", "subplots", "heatmap",
     # measuring
