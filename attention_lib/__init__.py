@@ -32,7 +32,7 @@ from .profiling import peak_memory_bytes, time_ms
 from .scoring import AdditiveAttention, DotProductAttention, additive_attention, dot_product_attention
 from .self_attention import PositionalEncoding, SelfAttention
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     # masking
