@@ -15,7 +15,7 @@ def _frame(d, x, y, w, h, label):
 
 
 def draw_tiny_decoder(path):
-    """tokens -> embedding + positions -> N x [LN -> causal GQA (+ KV cache) -> +; LN -> MLP -> +] -> LN -> Linear."""
+    """tokens -> embedding + positions -> L x [LN -> causal GQA (+ KV cache) -> +; LN -> MLP -> +] -> LN -> Linear."""
     width, height = 26.5, 36.0
     cx, bw, bh = 9.4, 12.4, 1.3       # centre of the main column, box width and height
     left = cx - bw / 2
@@ -34,7 +34,7 @@ def draw_tiny_decoder(path):
     top, bottom = 27.2, 8.3
     frame_x = res_x - 0.9
     _frame(d, frame_x, bottom, (width - 0.6) - frame_x, top - bottom, "")
-    d.text(width - 1.0, bottom + 0.5, "× N blocks (num_layers)", ha="right", weight="bold", size=SHAPE_SIZE + 1)
+    d.text(width - 1.0, bottom + 0.5, "× L blocks (num_layers)", ha="right", weight="bold", size=SHAPE_SIZE + 1)
     d.arrow(embed["bottom"], (cx, top - 1.0), shape="(B, n, E)", side="right")
 
     # attention sub-block: X + GQA(LN(X))
@@ -51,7 +51,7 @@ def draw_tiny_decoder(path):
     d.text(res_x - 0.3, 21.8, "residual", rotation=90, size=SHAPE_SIZE)
 
     # the KV cache beside the attention: a frame holding the cached keys and values
-    kx, kw = 19.2, 5.4
+    kx, kw = 19.6, 5.6
     _frame(d, kx - 0.4, 17.2, kw + 0.8, 6.6, "")
     d.text(kx + kw / 2, 23.1, "KV cache", weight="bold", size=SHAPE_SIZE + 1)
     d.box(kx, 20.9, kw, 1.2, "cached keys", role="key")
