@@ -91,12 +91,13 @@ class KVCache:
             raise ValueError(
                 f"keys and values must share (B, Hkv, n): got keys {tuple(keys.shape)} and values {tuple(values.shape)}"
             )
-        if self._keys is not None:
-            ck, cv = self._keys, self._values
-            if (ck.shape[:2] != keys.shape[:2] or ck.shape[3] != keys.shape[3] or cv.shape[3] != values.shape[3]
-                    or ck.dtype != keys.dtype or cv.dtype != values.dtype or ck.device != keys.device):
-                self._check_matches("keys", keys, ck)
-                self._check_matches("values", values, cv)
+        ck = self._keys
+        if ck is not None and (ck.shape[0] != keys.shape[0] or ck.shape[1] != keys.shape[1]
+                               or ck.shape[3] != keys.shape[3] or self._values.shape[3] != values.shape[3]
+                               or ck.dtype != keys.dtype or self._values.dtype != values.dtype
+                               or ck.device != keys.device):
+            self._check_matches("keys", keys, ck)
+            self._check_matches("values", values, self._values)
         n = keys.shape[2]
         if keys.requires_grad or values.requires_grad:  # autograd: no in-place writes into shared buffers
             self._keys = keys if self._keys is None else torch.cat([self.keys, keys], dim=2)

@@ -131,6 +131,9 @@ def fused_attention(
     and no other mask -- and costs nothing when ``Q == 1`` (one new token sees every cached key).
     """
     num_queries, num_keys = q.shape[-2], k.shape[-2]
+    if valid_lens is None and mask is None and q.dim() == 4 and (not is_causal or num_queries == 1):
+        # Nothing to mask (a decode step: one new query sees every cached key): straight to SDPA.
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa)
     sdpa_causal = False
     if is_causal and valid_lens is None and mask is None and (num_queries == num_keys or num_queries == 1 <= num_keys):
         # Bottom-right causal with no other mask: SDPA's top-left is_causal is the same when Q == K; with a single

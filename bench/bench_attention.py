@@ -327,7 +327,7 @@ def decode_section() -> list[str]:
         ("causal GQA fused, n=4096 vs projections + SDPA(is_causal, enable_gqa)", causal_arms, ("fused", "pytorch"),
          TARGET_CAUSAL, 5, 0.5),
         (f"decode step, KVCache T={DECODE_T} vs projections + SDPA(enable_gqa) on ready tensors + W_o", decode_arms,
-         ("cached", "pytorch"), TARGET_DECODE, 9, 0.3),
+         ("cached", "pytorch"), TARGET_DECODE, 15, 0.5),  # sub-millisecond calls: more rounds for a stable median
         ("MultiHeadAttention(bias=True) vs nn.MultiheadAttention (native fast path), B=4, n=1024", mha_bias_arms,
          ("fused", "pytorch"), TARGET_MHA_BIAS, 7, 0.5),
     ]
