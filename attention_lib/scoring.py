@@ -131,16 +131,15 @@ def fused_attention(
     and no other mask -- and costs nothing when ``Q == 1`` (one new token sees every cached key).
     """
     num_queries, num_keys = q.shape[-2], k.shape[-2]
-    if valid_lens is None and mask is None and q.dim() == 4 and (not is_causal or num_queries == 1):
-        # Nothing to mask (a decode step: one new query sees every cached key): straight to SDPA.
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale, enable_gqa=enable_gqa)
-    sdpa_causal = False
-    if is_causal and valid_lens is None and mask is None and (num_queries == num_keys or num_queries == 1 <= num_keys):
-        # Bottom-right causal with no other mask: SDPA's top-left is_causal is the same when Q == K; with a single
-        # query (decoding) every key is visible, so there is nothing to mask at all.
-        sdpa_causal, is_causal = num_queries == num_keys and num_queries > 1, False
-    scores_shape = q.shape[:-1] + (num_keys,)  # (B, ..., Q, K)
-    keep = combine_masks(scores_shape, valid_lens, mask, device=q.device, is_causal=is_causal)
+    sdpa_causal, keep = False, None
+    exact_in_sdpa = not is_causal or num_queries == num_keys or num_queries == 1 <= num_keys
+    if valid_lens is None and mask is None and exact_in_sdpa:
+        # Nothing for us to build: no mask at all, or a causal mask that SDPA's own kernel computes exactly (its
+        # top-left alignment equals ours when Q == K; a single query, as in a decode step, sees every key).
+        sdpa_causal = is_causal and num_queries == num_keys and num_queries > 1
+    else:
+        scores_shape = q.shape[:-1] + (num_keys,)  # (B, ..., Q, K)
+        keep = combine_masks(scores_shape, valid_lens, mask, device=q.device, is_causal=is_causal)
     no_heads = q.dim() == 3
     if no_heads:
         # SDPA's fused (flash) CPU kernel takes only 4-D inputs; a 3-D call would fall back to the math kernel,
