@@ -1,15 +1,24 @@
 """attention_lib: the small, tested attention library of the course
 "Attention, from kernel regression to grouped-query attention".
 
-Everything is importable from the package top level. Shapes follow one legend (``B`` batch, ``Q`` queries,
-``K`` keys/values, ``D`` query/key width, ``Dv`` value width, ``H`` query heads, ``Hkv`` key/value heads,
-``E`` model width, ``d = E / H`` head width); boolean masks mean True = keep, as in
+Everything is importable from the package top level. Shapes follow one legend (``B``
+batch, ``Q`` queries, ``K`` keys/values, ``D`` query/key width, ``Dv`` value width,
+``H`` query heads, ``Hkv`` key/value heads, ``E`` model width, ``d = E / H`` head
+width); boolean masks mean True = keep, as in
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
 from .cache import KVCache
 from .decoder import DecoderBlock, TinyDecoder
-from .kernels import NadarayaWatson, boxcar, constant, epanechnikov, gaussian, nadaraya_watson, triangular
+from .kernels import (
+    NadarayaWatson,
+    boxcar,
+    constant,
+    epanechnikov,
+    gaussian,
+    nadaraya_watson,
+    triangular,
+)
 from .masking import (
     causal_mask,
     keep_to_additive,
@@ -29,27 +38,58 @@ from .multihead import (
 )
 from .plotting import heatmap, plot, show_heatmaps, subplots
 from .profiling import peak_memory_bytes, time_ms
-from .scoring import AdditiveAttention, DotProductAttention, additive_attention, dot_product_attention
+from .scoring import (
+    AdditiveAttention,
+    DotProductAttention,
+    additive_attention,
+    dot_product_attention,
+)
 from .self_attention import PositionalEncoding, SelfAttention
 
 __version__ = "0.2.0"
 
 __all__ = [
     # masking
-    "sequence_mask", "valid_lens_to_mask", "masked_softmax", "causal_mask", "keep_to_blocked", "keep_to_additive",
+    "sequence_mask",
+    "valid_lens_to_mask",
+    "masked_softmax",
+    "causal_mask",
+    "keep_to_blocked",
+    "keep_to_additive",
     # kernel regression
-    "gaussian", "boxcar", "constant", "triangular", "epanechnikov", "nadaraya_watson", "NadarayaWatson",
+    "gaussian",
+    "boxcar",
+    "constant",
+    "triangular",
+    "epanechnikov",
+    "nadaraya_watson",
+    "NadarayaWatson",
     # scoring
-    "dot_product_attention", "additive_attention", "DotProductAttention", "AdditiveAttention",
+    "dot_product_attention",
+    "additive_attention",
+    "DotProductAttention",
+    "AdditiveAttention",
     # self-attention
-    "SelfAttention", "PositionalEncoding",
+    "SelfAttention",
+    "PositionalEncoding",
     # multi-head and grouped-query
-    "split_heads", "merge_heads", "repeat_kv", "kv_cache_bytes", "MultiHeadAttention", "GroupedQueryAttention",
-    "KVCache", "convert_to_gqa",
+    "split_heads",
+    "merge_heads",
+    "repeat_kv",
+    "kv_cache_bytes",
+    "MultiHeadAttention",
+    "GroupedQueryAttention",
+    "KVCache",
+    "convert_to_gqa",
     # a tiny decoder-only model (chapter 9)
-    "DecoderBlock", "TinyDecoder",
+    "DecoderBlock",
+    "TinyDecoder",
     # plotting
-    "show_heatmaps", "plot", "subplots", "heatmap",
+    "show_heatmaps",
+    "plot",
+    "subplots",
+    "heatmap",
     # measuring
-    "time_ms", "peak_memory_bytes",
+    "time_ms",
+    "peak_memory_bytes",
 ]

@@ -1,7 +1,8 @@
 """Input validation shared by the public entry points.
 
-Every check raises :class:`ValueError` with a message that names what was expected and what came, so a
-learner sees the shape mistake at the call that made it rather than deep inside a matmul.
+Every check raises :class:`ValueError` with a message that names what was expected and
+what came, so a learner sees the shape mistake at the call that made it rather than deep
+inside a matmul.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import torch
 
 
 def check_rank(name: str, x: torch.Tensor, ranks: tuple[int, ...], legend: str) -> None:
-    """Raise unless ``x.dim()`` is one of ``ranks``; ``legend`` spells the expected shape, e.g. ``(B, Q, D)``."""
+    """Raise unless ``x.dim()`` is one of ``ranks``; ``legend`` spells the expected
+    shape, e.g. ``(B, Q, D)``."""
     if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor of shape {legend}, got {type(x).__name__}")
+        raise ValueError(
+            f"{name}: expected a torch.Tensor of shape {legend}, got {type(x).__name__}"
+        )
     if x.dim() not in ranks:
         raise ValueError(
             f"{name}: expected a {' or '.join(f'{r}-D' for r in ranks)} tensor of shape {legend}, "
@@ -23,19 +27,25 @@ def check_rank(name: str, x: torch.Tensor, ranks: tuple[int, ...], legend: str) 
 
 
 def check_last_dim(name: str, x: torch.Tensor, expected: int, what: str) -> None:
-    """Raise unless the last dimension of ``x`` is ``expected`` (``what`` names that width)."""
+    """Raise unless the last dimension of ``x`` is ``expected`` (``what`` names that
+    width)."""
     if x.shape[-1] != expected:
         raise ValueError(
             f"{name}: expected last dimension {expected} ({what}), got {x.shape[-1]} (shape {tuple(x.shape)})"
         )
 
 
-def check_qkv(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, *, same_width: bool) -> None:
-    """Check the (B, ..., Q, D) / (B, ..., K, D) / (B, ..., K, Dv) contract of an attention call."""
+def check_qkv(
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, *, same_width: bool
+) -> None:
+    """Check the (B, ..., Q, D) / (B, ..., K, D) / (B, ..., K, Dv) contract of an
+    attention call."""
     for name, t in (("queries", queries), ("keys", keys), ("values", values)):
         if not isinstance(t, torch.Tensor) or t.dim() < 2:
             shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name}: expected a tensor of shape (B, ..., n, width), got {shape}")
+            raise ValueError(
+                f"{name}: expected a tensor of shape (B, ..., n, width), got {shape}"
+            )
     if keys.shape[-2] != values.shape[-2]:
         raise ValueError(
             f"keys and values must hold the same number of pairs K: got keys {tuple(keys.shape)} "
@@ -64,7 +74,14 @@ def check_dropout(p: float) -> None:
 
 
 def check_size(owner: str, **sizes) -> None:
-    """Raise unless every size is a positive integer (``True``, ``2.0`` and ``-8`` are not), naming the bad one."""
+    """Raise unless every size is a positive integer (``True``, ``2.0`` and ``-8`` are
+    not), naming the bad one."""
     for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-            raise ValueError(f"{owner}: expected {name} to be a positive integer, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or value <= 0
+        ):
+            raise ValueError(
+                f"{owner}: expected {name} to be a positive integer, got {value!r}"
+            )

@@ -1,12 +1,15 @@
 """The key/value cache of one attention layer, for decoding one token at a time.
 
-Shape legend: ``B`` batch, ``Hkv`` key/value heads, ``T`` cached positions, ``n`` new positions, ``d`` head width.
+Shape legend: ``B`` batch, ``Hkv`` key/value heads, ``T`` cached positions, ``n`` new
+positions, ``d`` head width.
 
-When a decoder generates token ``t + 1`` it needs the keys and values of tokens ``0 .. t``. They do not change,
-so each layer keeps them: the cache holds ``(B, Hkv, T, d)`` keys and values -- only the ``Hkv`` key/value heads,
-never repeated to ``H`` (that saving is the point of grouped-query attention, chapter 8). Decoding reads the whole
-cache at every step and is limited by memory traffic, so an append must not copy it: like a Python list, the
-cache keeps spare capacity and doubles it when full, so appending ``n`` positions costs ``O(n)`` amortised.
+When a decoder generates token ``t + 1`` it needs the keys and values of tokens ``0 ..
+t``. They do not change, so each layer keeps them: the cache holds ``(B, Hkv, T, d)``
+keys and values -- only the ``Hkv`` key/value heads, never repeated to ``H`` (that
+saving is the point of grouped-query attention, chapter 8). Decoding reads the whole
+cache at every step and is limited by memory traffic, so an append must not copy it:
+like a Python list, the cache keeps spare capacity and doubles it when full, so
+appending ``n`` positions costs ``O(n)`` amortised.
 """
 
 from __future__ import annotations
@@ -21,26 +24,34 @@ __all__ = ["KVCache"]
 class KVCache:
     """Keys and values ``(B, Hkv, T, d)`` of one attention layer, grown in place.
 
-    Pass it to :class:`~attention_lib.GroupedQueryAttention` (or :class:`~attention_lib.MultiHeadAttention`)::
+    Pass it to :class:`~attention_lib.GroupedQueryAttention` (or
+    :class:`~attention_lib.MultiHeadAttention`)::
 
         cache = KVCache()
-        y = gqa(x, x, x, is_causal=True, kv_cache=cache)    # prefill: x (B, T, E); the cache now holds T
-        y1 = gqa(x1, x1, x1, is_causal=True, kv_cache=cache)  # x1 (B, 1, E) attends to all T + 1 positions
+        # prefill: x (B, T, E); the cache now holds T
+        y = gqa(x, x, x, is_causal=True, kv_cache=cache)
+        # x1 (B, 1, E) attends to all T + 1 positions
+        y1 = gqa(x1, x1, x1, is_causal=True, kv_cache=cache)
 
-    Each call appends that call's projected keys and values and attends over everything cached. ``keys`` and
-    ``values`` are views of the first ``len(cache)`` positions of preallocated buffers. A cache belongs to one
-    layer and one batch: appending keys of another batch size, head count, head width, dtype or device raises
-    ``ValueError``. Meant for inference (``torch.no_grad()``); when the new keys require grad the cache
+    Each call appends that call's projected keys and values and attends over everything
+    cached. ``keys`` and ``values`` are views of the first ``len(cache)`` positions of
+    preallocated buffers. A cache belongs to one layer and one batch: appending keys of
+    another batch size, head count, head width, dtype or device raises ``ValueError``.
+    Meant for inference (``torch.no_grad()``); when the new keys require grad the cache
     concatenates instead of writing in place, so autograd stays correct.
 
     Args:
-        capacity: positions to allocate at the first append (default: what that append needs plus 256); the
-            buffers double whenever they are full.
+        capacity: positions to allocate at the first append (default: what that append
+            needs plus 256); the buffers double whenever they are full.
     """
 
     def __init__(self, capacity: int | None = None):
-        if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0):
-            raise ValueError(f"KVCache: expected capacity to be a positive int or None, got {capacity!r}")
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0
+        ):
+            raise ValueError(
+                f"KVCache: expected capacity to be a positive int or None, got {capacity!r}"
+            )
         self._capacity_hint = capacity
         self._keys: torch.Tensor | None = None  # (B, Hkv, capacity, d)
         self._values: torch.Tensor | None = None  # (B, Hkv, capacity, dv)
@@ -74,17 +85,31 @@ class KVCache:
         self._length = 0
 
     def crop(self, length: int) -> None:
-        """Keep only the first ``length`` positions (e.g. to drop a rejected draft); the memory is kept."""
-        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= self._length:
-            raise ValueError(f"KVCache.crop: expected a length in 0 .. {self._length}, got {length!r}")
+        """Keep only the first ``length`` positions (e.g. to drop a rejected draft); the
+        memory is kept."""
+        if (
+            isinstance(length, bool)
+            or not isinstance(length, int)
+            or not 0 <= length <= self._length
+        ):
+            raise ValueError(
+                f"KVCache.crop: expected a length in 0 .. {self._length}, got {length!r}"
+            )
         self._length = length
 
-    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append ``keys (B, Hkv, n, d)`` and ``values (B, Hkv, n, dv)``; return all cached ``(B, Hkv, T + n, .)``."""
-        # Decoding calls this once per layer and token, so the checks are plain shape comparisons; the detailed
-        # messages are built only when one fails.
-        if not (isinstance(keys, torch.Tensor) and keys.dim() == 4 and isinstance(values, torch.Tensor)
-                and values.dim() == 4):
+    def update(
+        self, keys: torch.Tensor, values: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ``keys (B, Hkv, n, d)`` and ``values (B, Hkv, n, dv)``; return all
+        cached ``(B, Hkv, T + n, .)``."""
+        # Decoding calls this once per layer and token, so the checks are plain shape
+        # comparisons; the detailed messages are built only when one fails.
+        if not (
+            isinstance(keys, torch.Tensor)
+            and keys.dim() == 4
+            and isinstance(values, torch.Tensor)
+            and values.dim() == 4
+        ):
             check_rank("keys", keys, (4,), "(B, Hkv, n, d)")
             check_rank("values", values, (4,), "(B, Hkv, n, dv)")
         if keys.shape[:3] != values.shape[:3]:
@@ -92,24 +117,41 @@ class KVCache:
                 f"keys and values must share (B, Hkv, n): got keys {tuple(keys.shape)} and values {tuple(values.shape)}"
             )
         ck = self._keys
-        if ck is not None and (ck.shape[0] != keys.shape[0] or ck.shape[1] != keys.shape[1]
-                               or ck.shape[3] != keys.shape[3] or self._values.shape[3] != values.shape[3]
-                               or ck.dtype != keys.dtype or self._values.dtype != values.dtype
-                               or ck.device != keys.device):
+        if ck is not None and (
+            ck.shape[0] != keys.shape[0]
+            or ck.shape[1] != keys.shape[1]
+            or ck.shape[3] != keys.shape[3]
+            or self._values.shape[3] != values.shape[3]
+            or ck.dtype != keys.dtype
+            or self._values.dtype != values.dtype
+            or ck.device != keys.device
+        ):
             self._check_matches("keys", keys, ck)
             self._check_matches("values", values, self._values)
         n = keys.shape[2]
-        if keys.requires_grad or values.requires_grad:  # autograd: no in-place writes into shared buffers
-            self._keys = keys if self._keys is None else torch.cat([self.keys, keys], dim=2)
-            self._values = values if self._values is None else torch.cat([self.values, values], dim=2)
+        if (
+            keys.requires_grad or values.requires_grad
+        ):  # autograd: no in-place writes into shared buffers
+            self._keys = (
+                keys if self._keys is None else torch.cat([self.keys, keys], dim=2)
+            )
+            self._values = (
+                values
+                if self._values is None
+                else torch.cat([self.values, values], dim=2)
+            )
             self._length += n
             return self.keys, self.values
         start, needed = self._length, self._length + n
         if needed > self.capacity:
             first = self._keys is None
-            capacity = (self._capacity_hint or needed + 256) if first else 2 * self.capacity
+            capacity = (
+                (self._capacity_hint or needed + 256) if first else 2 * self.capacity
+            )
             self._grow(keys, values, max(capacity, needed))
-        self._keys.narrow(2, start, n).copy_(keys)  # in place: O(n), the cached positions are not touched
+        self._keys.narrow(2, start, n).copy_(
+            keys
+        )  # in place: O(n), the cached positions are not touched
         self._values.narrow(2, start, n).copy_(values)
         self._length = needed
         return self._keys.narrow(2, 0, needed), self._values.narrow(2, 0, needed)
@@ -117,17 +159,26 @@ class KVCache:
     def _grow(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
         B, Hkv, _, d = keys.shape
         new_keys = keys.new_empty(B, Hkv, capacity, d)  # (B, Hkv, capacity, d)
-        new_values = values.new_empty(B, Hkv, capacity, values.shape[3])  # (B, Hkv, capacity, dv)
+        new_values = values.new_empty(
+            B, Hkv, capacity, values.shape[3]
+        )  # (B, Hkv, capacity, dv)
         if self._keys is not None:
-            new_keys.narrow(2, 0, self._length).copy_(self.keys)  # the one copy, when the capacity doubles
+            new_keys.narrow(2, 0, self._length).copy_(
+                self.keys
+            )  # the one copy, when the capacity doubles
             new_values.narrow(2, 0, self._length).copy_(self.values)
         self._keys, self._values = new_keys, new_values
 
-    def _check_matches(self, name: str, new: torch.Tensor, cached: torch.Tensor) -> None:
+    def _check_matches(
+        self, name: str, new: torch.Tensor, cached: torch.Tensor
+    ) -> None:
         B, Hkv, _, d = cached.shape
         got_B, got_Hkv, _, got_d = new.shape
-        for what, want, got in (("batch size B", B, got_B), ("key/value heads Hkv", Hkv, got_Hkv),
-                                ("head width d", d, got_d)):
+        for what, want, got in (
+            ("batch size B", B, got_B),
+            ("key/value heads Hkv", Hkv, got_Hkv),
+            ("head width d", d, got_d),
+        ):
             if want != got:
                 raise ValueError(
                     f"KVCache: {name} of shape {tuple(new.shape)} do not fit this cache, which holds "

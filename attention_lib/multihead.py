@@ -1,14 +1,16 @@
 """Multi-head and grouped-query attention, with the small pure helpers they are made of.
 
-Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``E`` model width (``num_hiddens``), ``H`` query
-heads, ``Hkv`` key/value heads, ``d = E / H`` head width.
+Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``E`` model width
+(``num_hiddens``), ``H`` query heads, ``Hkv`` key/value heads, ``d = E / H`` head width.
 
 One ``forward`` holds two paths, chosen by ``need_weights`` (as in nanoGPT):
 
-* readable (``need_weights=True``): scores, :func:`~attention_lib.masked_softmax`, weights @ values; the
-  weights ``(B, H, Q, K)`` are kept in ``.attention_weights`` for heatmaps;
-* fused (``need_weights=False``): ``F.scaled_dot_product_attention`` (with ``enable_gqa`` for GQA, so the
-  shared key/value heads are never copied); no weights are kept.
+* readable (``need_weights=True``): scores, :func:`~attention_lib.masked_softmax`,
+  weights @ values; the weights ``(B, H, Q, K)`` are kept in ``.attention_weights`` for
+  heatmaps;
+* fused (``need_weights=False``): ``F.scaled_dot_product_attention`` (with
+  ``enable_gqa`` for GQA, so the shared key/value heads are never copied); no weights
+  are kept.
 
 Both paths give the same output (to float32 round-off).
 """
@@ -37,30 +39,38 @@ __all__ = [
 
 
 def split_heads(X: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """``(B, n, H * d)`` -> ``(B, H, n, d)``: head ``h`` takes columns ``h*d .. (h+1)*d - 1``.
+    """``(B, n, H * d)`` -> ``(B, H, n, d)``: head ``h`` takes columns ``h*d .. (h+1)*d
+    - 1``.
 
     Equals ``X.reshape(B, n, H, d).transpose(1, 2)`` (a view, no copy).
     """
     check_rank("X", X, (3,), "(B, n, H * d)")
     B, n, width = X.shape
     if num_heads <= 0 or width % num_heads:
-        raise ValueError(f"split_heads: expected num_heads to divide the width {width}, got num_heads={num_heads}")
-    return X.reshape(B, n, num_heads, width // num_heads).transpose(1, 2)  # (B, H, n, d)
+        raise ValueError(
+            f"split_heads: expected num_heads to divide the width {width}, got num_heads={num_heads}"
+        )
+    return X.reshape(B, n, num_heads, width // num_heads).transpose(
+        1, 2
+    )  # (B, H, n, d)
 
 
 def merge_heads(X: torch.Tensor) -> torch.Tensor:
-    """``(B, H, n, d)`` -> ``(B, n, H * d)``, the inverse of :func:`split_heads` (concatenates the heads)."""
+    """``(B, H, n, d)`` -> ``(B, n, H * d)``, the inverse of :func:`split_heads`
+    (concatenates the heads)."""
     check_rank("X", X, (4,), "(B, H, n, d)")
     B, H, n, d = X.shape
     return X.transpose(1, 2).reshape(B, n, H * d)  # (B, n, H, d) -> (B, n, H*d)
 
 
 def repeat_kv(X: torch.Tensor, n_rep: int) -> torch.Tensor:
-    """``(B, Hkv, n, d)`` -> ``(B, Hkv * n_rep, n, d)``, each key/value head repeated ``n_rep`` times in a row.
+    """``(B, Hkv, n, d)`` -> ``(B, Hkv * n_rep, n, d)``, each key/value head repeated
+    ``n_rep`` times in a row.
 
-    Equals ``torch.repeat_interleave(X, n_rep, dim=1)``: query heads ``0 .. n_rep-1`` share kv head 0, the next
-    ``n_rep`` share kv head 1, and so on -- the grouping of ``F.scaled_dot_product_attention(enable_gqa=True)``.
-    (``X.repeat(1, n_rep, 1, 1)`` would interleave the groups instead: a different model.)
+    Equals ``torch.repeat_interleave(X, n_rep, dim=1)``: query heads ``0 .. n_rep-1``
+    share kv head 0, the next ``n_rep`` share kv head 1, and so on -- the grouping of
+    ``F.scaled_dot_product_attention(enable_gqa=True)``. (``X.repeat(1, n_rep, 1, 1)``
+    would interleave the groups instead: a different model.)
     """
     check_rank("X", X, (4,), "(B, Hkv, n, d)")
     if n_rep <= 0:
@@ -79,48 +89,88 @@ def kv_cache_bytes(
     batch_size: int = 1,
     bytes_per_element: int = 2,
 ) -> int:
-    """Bytes a KV cache takes: ``2 (K and V) * layers * Hkv * d * seq_len * batch * bytes_per_element``.
+    """Bytes a KV cache takes: ``2 (K and V) * layers * Hkv * d * seq_len * batch *
+    bytes_per_element``.
 
-    ``bytes_per_element`` is 2 for float16/bfloat16, 4 for float32, 1 for an 8-bit cache. Every argument must be
-    a non-negative integer (a float such as ``4096.0`` is refused rather than turned into a float result).
+    ``bytes_per_element`` is 2 for float16/bfloat16, 4 for float32, 1 for an 8-bit
+    cache. Every argument must be a non-negative integer (a float such as ``4096.0`` is
+    refused rather than turned into a float result).
     """
-    for name, value in (("num_layers", num_layers), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim),
-                        ("seq_len", seq_len), ("batch_size", batch_size), ("bytes_per_element", bytes_per_element)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ValueError(f"kv_cache_bytes: expected {name} to be a non-negative integer, got {value!r}")
-    return int(2 * num_layers * num_kv_heads * head_dim * seq_len * batch_size * bytes_per_element)
+    for name, value in (
+        ("num_layers", num_layers),
+        ("num_kv_heads", num_kv_heads),
+        ("head_dim", head_dim),
+        ("seq_len", seq_len),
+        ("batch_size", batch_size),
+        ("bytes_per_element", bytes_per_element),
+    ):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or value < 0
+        ):
+            raise ValueError(
+                f"kv_cache_bytes: expected {name} to be a non-negative integer, got {value!r}"
+            )
+    return int(
+        2
+        * num_layers
+        * num_kv_heads
+        * head_dim
+        * seq_len
+        * batch_size
+        * bytes_per_element
+    )
 
 
 class GroupedQueryAttention(nn.Module):
-    """Grouped-query attention (Ainslie et al., 2023): ``H`` query heads share ``Hkv`` key/value heads.
+    """Grouped-query attention (Ainslie et al., 2023): ``H`` query heads share ``Hkv``
+    key/value heads.
 
     Args:
         num_hiddens: ``E``, the width of inputs and output.
         num_heads: ``H``; must divide ``E``.
-        num_kv_heads: ``Hkv``; must divide ``H``. ``Hkv == H`` is multi-head attention, ``Hkv == 1`` multi-query.
+        num_kv_heads: ``Hkv``; must divide ``H``. ``Hkv == H`` is multi-head attention,
+            ``Hkv == 1`` multi-query.
         dropout: on the attention weights while training.
         bias: whether the four projections have biases.
 
-    Layers: ``W_q: E -> E``, ``W_k, W_v: E -> Hkv * d``, ``W_o: E -> E``. Query head ``h`` uses key/value head
+    Layers: ``W_q: E -> E``, ``W_k, W_v: E -> Hkv * d``, ``W_o: E -> E``. Query head
+        ``h`` uses key/value head
     ``h // (H // Hkv)``.
 
-    ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E), valid_lens=None, mask=None,
-    need_weights=True, is_causal=False, kv_cache=None)`` -> ``(B, Q, E)``:
+    ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E), valid_lens=None,
+    mask=None, need_weights=True, is_causal=False, kv_cache=None)`` -> ``(B, Q, E)``:
 
-    * ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask ``(Q, K)`` or 4-D, broadcastable to
-      ``(B, H, Q, K)`` (a 3-D mask is refused: ``(B, Q, K)`` would silently be read as ``(H, Q, K)``);
-      ``is_causal`` masks every key after its query, aligned bottom-right (:func:`~attention_lib.causal_mask`),
-      and on the fused path runs SDPA's own causal kernel when that is exact (``Q == K``, no other mask). All
-      three combine by logical and; ``K`` counts the cached positions too.
-    * ``kv_cache``: a :class:`~attention_lib.KVCache`. This call's projected keys and values ``(B, Hkv, K, d)``
-      are appended to it and the queries attend over everything cached (on the fused path with ``enable_gqa``:
-      the ``Hkv`` heads are never repeated).
-    * ``need_weights=True`` keeps the weights ``(B, H, Q, K)`` (detached) in ``.attention_weights``.
+    * ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask ``(Q, K)``
+      or 4-D, broadcastable to ``(B, H, Q, K)`` (a 3-D mask is refused: ``(B, Q, K)``
+      would silently be read as ``(H, Q, K)``); ``is_causal`` masks every key after its
+      query, aligned bottom-right (:func:`~attention_lib.causal_mask`), and on the fused
+      path runs SDPA's own causal kernel when that is exact (``Q == K``, no other mask).
+      All three combine by logical and; ``K`` counts the cached positions too.
+    * ``kv_cache``: a :class:`~attention_lib.KVCache`. This call's projected keys and
+      values ``(B, Hkv, K, d)`` are appended to it and the queries attend over
+      everything cached (on the fused path with ``enable_gqa``: the ``Hkv`` heads are
+      never repeated).
+    * ``need_weights=True`` keeps the weights ``(B, H, Q, K)`` (detached) in
+      ``.attention_weights``.
     """
 
-    def __init__(self, num_hiddens: int, num_heads: int, num_kv_heads: int, dropout: float = 0.0, bias: bool = False):
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int,
+        dropout: float = 0.0,
+        bias: bool = False,
+    ):
         super().__init__()
-        check_size(type(self).__name__, num_hiddens=num_hiddens, num_heads=num_heads, num_kv_heads=num_kv_heads)
+        check_size(
+            type(self).__name__,
+            num_hiddens=num_hiddens,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+        )
         if num_hiddens % num_heads:
             raise ValueError(
                 f"num_heads must divide num_hiddens: got num_hiddens={num_hiddens}, num_heads={num_heads}"
@@ -131,7 +181,11 @@ class GroupedQueryAttention(nn.Module):
                 f"num_kv_heads={num_kv_heads}"
             )
         check_dropout(dropout)
-        self.num_hiddens, self.num_heads, self.num_kv_heads = num_hiddens, num_heads, num_kv_heads
+        self.num_hiddens, self.num_heads, self.num_kv_heads = (
+            num_hiddens,
+            num_heads,
+            num_kv_heads,
+        )
         self.head_dim = num_hiddens // num_heads
         self.W_q = nn.Linear(num_hiddens, num_hiddens, bias=bias)
         self.W_k = nn.Linear(num_hiddens, num_kv_heads * self.head_dim, bias=bias)
@@ -140,98 +194,166 @@ class GroupedQueryAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None, need_weights: bool = True,
-                is_causal: bool = False, kv_cache: KVCache | None = None):
+    def forward(
+        self,
+        queries,
+        keys,
+        values,
+        valid_lens=None,
+        mask=None,
+        need_weights: bool = True,
+        is_causal: bool = False,
+        kv_cache: KVCache | None = None,
+    ):
         self._check_inputs(queries, keys, values, mask, kv_cache)
         H, Hkv = self.num_heads, self.num_kv_heads
         q = split_heads(self.W_q(queries), H)  # (B, Q, E) -> (B, H, Q, d)
         k = split_heads(self.W_k(keys), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         v = split_heads(self.W_v(values), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         if kv_cache is not None:
-            k, v = kv_cache.update(k, v)  # (B, Hkv, T + K, d): every cached position, this call's last
+            k, v = kv_cache.update(
+                k, v
+            )  # (B, Hkv, T + K, d): every cached position, this call's last
         p = self.dropout.p if self.training else 0.0
         if need_weights:
             k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d) each
-            out, weights = dot_product_attention(q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal)
-            self.attention_weights = weights.detach()  # (B, H, Q, K), for heatmaps: no autograd graph kept alive
+            out, weights = dot_product_attention(
+                q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
+            )
+            self.attention_weights = (
+                weights.detach()
+            )  # (B, H, Q, K), for heatmaps: no autograd graph kept alive
         else:
-            out = fused_attention(q, k, v, valid_lens, mask, dropout_p=p, enable_gqa=Hkv != H,
-                                  is_causal=is_causal)  # (B, H, Q, d)
-            if self.attention_weights is not None:  # (nn.Module's __setattr__ is slow next to a decode step)
+            out = fused_attention(
+                q,
+                k,
+                v,
+                valid_lens,
+                mask,
+                dropout_p=p,
+                enable_gqa=Hkv != H,
+                is_causal=is_causal,
+            )  # (B, H, Q, d)
+            if (
+                self.attention_weights is not None
+            ):  # (nn.Module's __setattr__ is slow next to a decode step)
                 self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
     def _check_inputs(self, queries, keys, values, mask, kv_cache) -> None:
-        """Raise ``ValueError`` naming expected vs actual for a bad call. One decode step costs ~0.3 ms, so the
-        common case is one cheap comparison; the detailed checks run only when it fails."""
+        """Raise ``ValueError`` naming expected vs actual for a bad call. One decode
+        step costs ~0.3 ms, so the common case is one cheap comparison; the detailed
+        checks run only when it fails."""
         E = self.num_hiddens
-        if not (isinstance(queries, torch.Tensor) and isinstance(keys, torch.Tensor) and isinstance(values, torch.Tensor)
-                and queries.dim() == keys.dim() == values.dim() == 3
-                and queries.shape[2] == keys.shape[2] == values.shape[2] == E
-                and queries.shape[0] == keys.shape[0] and keys.shape[:2] == values.shape[:2]):
+        if not (
+            isinstance(queries, torch.Tensor)
+            and isinstance(keys, torch.Tensor)
+            and isinstance(values, torch.Tensor)
+            and queries.dim() == keys.dim() == values.dim() == 3
+            and queries.shape[2] == keys.shape[2] == values.shape[2] == E
+            and queries.shape[0] == keys.shape[0]
+            and keys.shape[:2] == values.shape[:2]
+        ):
             for name, t in (("queries", queries), ("keys", keys), ("values", values)):
                 check_rank(name, t, (3,), "(B, n, E)")
-                check_last_dim(name, t, E, f"num_hiddens E of this {type(self).__name__}")
+                check_last_dim(
+                    name, t, E, f"num_hiddens E of this {type(self).__name__}"
+                )
             check_qkv(queries, keys, values, same_width=True)
         if isinstance(mask, torch.Tensor) and mask.dim() == 3:
-            # Broadcasting aligns from the right, so (B, Q, K) against (B, H, Q, K) scores would be read as
-            # (H, Q, K): when B == H it runs and gives head h of every example the mask of example h (chapter 7).
+            # Broadcasting aligns from the right, so (B, Q, K) against (B, H, Q, K)
+            # scores would be read as
+            # (H, Q, K): when B == H it runs and gives head h of every example the mask
+            # of example h (chapter 7).
             raise ValueError(
                 f"mask: expected a 2-D (Q, K) or 4-D (B|1, H|1, Q|1, K) mask, got 3-D {tuple(mask.shape)}: against "
                 "scores (B, H, Q, K) a 3-D mask is ambiguous; pass mask[:, None] for (B, 1, Q, K)"
             )
         if kv_cache is not None and not isinstance(kv_cache, KVCache):
-            raise ValueError(f"kv_cache: expected an attention_lib.KVCache or None, got {type(kv_cache).__name__}")
+            raise ValueError(
+                f"kv_cache: expected an attention_lib.KVCache or None, got {type(kv_cache).__name__}"
+            )
 
 
 class MultiHeadAttention(GroupedQueryAttention):
-    """Multi-head attention (Vaswani et al., 2017): grouped-query attention with one key/value head per query head.
+    """Multi-head attention (Vaswani et al., 2017): grouped-query attention with one
+    key/value head per query head.
 
-    ``MultiHeadAttention(E, H)`` is ``GroupedQueryAttention(E, H, num_kv_heads=H)``: the same layers ``W_q``,
-    ``W_k``, ``W_v``, ``W_o`` (all ``E -> E``) and the same ``forward``.
+    ``MultiHeadAttention(E, H)`` is ``GroupedQueryAttention(E, H, num_kv_heads=H)``: the
+    same layers ``W_q``, ``W_k``, ``W_v``, ``W_o`` (all ``E -> E``) and the same
+    ``forward``.
     """
 
-    def __init__(self, num_hiddens: int, num_heads: int, dropout: float = 0.0, bias: bool = False):
+    def __init__(
+        self, num_hiddens: int, num_heads: int, dropout: float = 0.0, bias: bool = False
+    ):
         super().__init__(num_hiddens, num_heads, num_heads, dropout=dropout, bias=bias)
 
 
-def convert_to_gqa(module: nn.Module, num_kv_heads: int, method: str = "mean") -> nn.Module:
-    """Multi-head -> grouped-query attention by pooling key/value heads (Ainslie et al., 2023, section 2.1).
+def convert_to_gqa(
+    module: nn.Module, num_kv_heads: int, method: str = "mean"
+) -> nn.Module:
+    """Multi-head -> grouped-query attention by pooling key/value heads (Ainslie et al.,
+    2023, section 2.1).
 
-    Query head ``h`` of a GQA layer with ``Hkv`` key/value heads reads kv head ``h // (H // Hkv)``, so the
-    ``H // Hkv`` consecutive heads of each group are pooled into one: ``method="mean"`` averages their rows of
-    ``W_k`` and ``W_v`` (and biases) -- the paper's recipe --, ``method="first"`` keeps the group's first head (the
-    paper's ablation). ``W_q`` and ``W_o`` are copied unchanged. The converted model usually needs a little
-    continued training ("uptraining"); chapter 9 shows how much.
+    Query head ``h`` of a GQA layer with ``Hkv`` key/value heads reads kv head ``h // (H
+    // Hkv)``, so the ``H // Hkv`` consecutive heads of each group are pooled into one:
+    ``method="mean"`` averages their rows of ``W_k`` and ``W_v`` (and biases) -- the
+    paper's recipe --, ``method="first"`` keeps the group's first head (the paper's
+    ablation). ``W_q`` and ``W_o`` are copied unchanged. The converted model usually
+    needs a little continued training ("uptraining"); chapter 9 shows how much.
 
     Args:
-        module: a :class:`GroupedQueryAttention` (or :class:`MultiHeadAttention`), or any module containing them.
+        module: a :class:`GroupedQueryAttention` (or :class:`MultiHeadAttention`), or
+            any module containing them.
         num_kv_heads: the new ``Hkv``; it must divide each layer's current ``Hkv``.
         method: ``"mean"`` or ``"first"``.
 
     Returns:
-        A new module; ``module`` is not modified. Given one attention layer, a :class:`GroupedQueryAttention`;
-        given any other module, a deep copy with every attention layer inside converted.
+        A new module; ``module`` is not modified. Given one attention layer, a
+        :class:`GroupedQueryAttention`; given any other module, a deep copy with every
+        attention layer inside converted.
     """
     if method not in ("mean", "first"):
-        raise ValueError(f"convert_to_gqa: expected method 'mean' or 'first', got {method!r}")
+        raise ValueError(
+            f"convert_to_gqa: expected method 'mean' or 'first', got {method!r}"
+        )
     check_size("convert_to_gqa", num_kv_heads=num_kv_heads)
     if isinstance(module, GroupedQueryAttention):
         return _convert_layer(module, num_kv_heads, method)
     if not isinstance(module, nn.Module):
-        raise ValueError(f"convert_to_gqa: expected an nn.Module, got {type(module).__name__}")
+        raise ValueError(
+            f"convert_to_gqa: expected an nn.Module, got {type(module).__name__}"
+        )
     converted = copy.deepcopy(module)
-    layers = [(name, m) for name, m in converted.named_modules() if isinstance(m, GroupedQueryAttention)]
+    layers = [
+        (name, m)
+        for name, m in converted.named_modules()
+        if isinstance(m, GroupedQueryAttention)
+    ]
     if not layers:
-        raise ValueError(f"convert_to_gqa: {type(module).__name__} contains no GroupedQueryAttention layer")
+        raise ValueError(
+            f"convert_to_gqa: {type(module).__name__} contains no GroupedQueryAttention layer"
+        )
     for name, layer in layers:
         parent_name, _, attr = name.rpartition(".")
-        setattr(converted.get_submodule(parent_name), attr, _convert_layer(layer, num_kv_heads, method))
+        setattr(
+            converted.get_submodule(parent_name),
+            attr,
+            _convert_layer(layer, num_kv_heads, method),
+        )
     return converted
 
 
-def _convert_layer(layer: GroupedQueryAttention, num_kv_heads: int, method: str) -> GroupedQueryAttention:
-    H, old_Hkv, d, E = layer.num_heads, layer.num_kv_heads, layer.head_dim, layer.num_hiddens
+def _convert_layer(
+    layer: GroupedQueryAttention, num_kv_heads: int, method: str
+) -> GroupedQueryAttention:
+    H, old_Hkv, d, E = (
+        layer.num_heads,
+        layer.num_kv_heads,
+        layer.head_dim,
+        layer.num_hiddens,
+    )
     if old_Hkv % num_kv_heads:
         raise ValueError(
             f"convert_to_gqa: expected num_kv_heads to divide the layer's current {old_Hkv} key/value heads, "
@@ -243,9 +365,13 @@ def _convert_layer(layer: GroupedQueryAttention, num_kv_heads: int, method: str)
     new.train(layer.training)
     group = old_Hkv // num_kv_heads  # old kv heads pooled into one new head
 
-    def pool(t: torch.Tensor) -> torch.Tensor:  # (old_Hkv * d, ...) -> (num_kv_heads * d, ...)
+    def pool(
+        t: torch.Tensor,
+    ) -> torch.Tensor:  # (old_Hkv * d, ...) -> (num_kv_heads * d, ...)
         heads = t.reshape(num_kv_heads, group, d, *t.shape[1:])  # (Hkv, group, d, ...)
-        return (heads.mean(dim=1) if method == "mean" else heads[:, 0]).reshape(num_kv_heads * d, *t.shape[1:])
+        return (heads.mean(dim=1) if method == "mean" else heads[:, 0]).reshape(
+            num_kv_heads * d, *t.shape[1:]
+        )
 
     with torch.no_grad():
         for name in ("W_q", "W_o"):

@@ -1,8 +1,9 @@
 """Plotting helpers for the chapters; the only module that imports matplotlib.
 
-Every helper returns a matplotlib ``Figure`` with an opaque white background (readable in the book's dark
-mode too). In Jupyter a figure returned as a cell's last value is shown once; the helpers close it in pyplot
-so that it is not shown a second time when the cell ends.
+Every helper returns a matplotlib ``Figure`` with an opaque white background (readable
+in the book's dark mode too). In Jupyter a figure returned as a cell's last value is
+shown once; the helpers close it in pyplot so that it is not shown a second time when
+the cell ends.
 """
 
 from __future__ import annotations
@@ -19,32 +20,57 @@ __all__ = ["show_heatmaps", "plot", "subplots", "heatmap"]
 def _numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
-        return (x if x.dtype == torch.float64 else x.float()).numpy()  # keep float64; half/bf16 -> float32
+        return (
+            x if x.dtype == torch.float64 else x.float()
+        ).numpy()  # keep float64; half/bf16 -> float32
     return np.asarray(x)
 
 
 def _figure(nrows: int, ncols: int, figsize, **kwargs):
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False, facecolor="white", **kwargs)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=figsize, squeeze=False, facecolor="white", **kwargs
+    )
     plt.close(fig)  # owned by the caller; Jupyter shows it when it is returned
     return fig, axes
 
 
 def subplots(nrows: int = 1, ncols: int = 1, figsize=(3.5, 2.5), **kwargs):
-    """``(fig, axes)`` with ``axes`` always a 2-D array, for chapters that compose several panels."""
+    """``(fig, axes)`` with ``axes`` always a 2-D array, for chapters that compose
+    several panels."""
     return _figure(nrows, ncols, figsize, **kwargs)
 
 
-def heatmap(ax, matrix, *, xlabel: str | None = None, ylabel: str | None = None, title: str | None = None,
-            cmap: str = "Reds", colorbar: bool = True, vmin=None, vmax=None, xticklabels=None, yticklabels=None,
-            cbar_label: str = "attention weight"):
-    """Draw one matrix ``(rows, cols)`` on ``ax`` (labels, optional tick labels and a labelled colorbar).
+def heatmap(
+    ax,
+    matrix,
+    *,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    title: str | None = None,
+    cmap: str = "Reds",
+    colorbar: bool = True,
+    vmin=None,
+    vmax=None,
+    xticklabels=None,
+    yticklabels=None,
+    cbar_label: str = "attention weight",
+):
+    """Draw one matrix ``(rows, cols)`` on ``ax`` (labels, optional tick labels and a
+    labelled colorbar).
 
-    ``cbar_label`` names what the colours measure (pass e.g. ``"score"`` for scores). Returns the image.
+    ``cbar_label`` names what the colours measure (pass e.g. ``"score"`` for scores).
+    Returns the image.
     """
     m = _numpy(matrix)
     if m.ndim != 2:
         raise ValueError(f"heatmap: expected a 2-D matrix, got shape {m.shape}")
-    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto" if m.shape[1] > 3 * m.shape[0] else None)
+    image = ax.imshow(
+        m,
+        cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
+        aspect="auto" if m.shape[1] > 3 * m.shape[0] else None,
+    )
     if xlabel:
         ax.set_xlabel(xlabel)
     if ylabel:
@@ -60,12 +86,20 @@ def heatmap(ax, matrix, *, xlabel: str | None = None, ylabel: str | None = None,
     return image
 
 
-def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | None = None,
-                  figsize=(2.5, 2.5), cmap: str = "Reds", cbar_label: str = "attention weight"):
+def show_heatmaps(
+    matrices,
+    xlabel: str,
+    ylabel: str,
+    titles: Sequence[str] | None = None,
+    figsize=(2.5, 2.5),
+    cmap: str = "Reds",
+    cbar_label: str = "attention weight",
+):
     """Heatmaps of a grid of matrices -- d2l's ``show_heatmaps`` signature.
 
     Args:
-        matrices: ``(rows, cols, Q, K)``: ``rows x cols`` panels, each a ``(Q, K)`` weight matrix.
+        matrices: ``(rows, cols, Q, K)``: ``rows x cols`` panels, each a ``(Q, K)``
+            weight matrix.
         xlabel, ylabel: on the bottom row and the left column.
         titles: one per column.
         figsize: of the whole figure.
@@ -77,10 +111,14 @@ def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | No
     """
     m = _numpy(matrices)
     if m.ndim != 4:
-        raise ValueError(f"show_heatmaps: expected a 4-D tensor (rows, cols, Q, K), got shape {tuple(m.shape)}")
+        raise ValueError(
+            f"show_heatmaps: expected a 4-D tensor (rows, cols, Q, K), got shape {tuple(m.shape)}"
+        )
     num_rows, num_cols = m.shape[:2]
     if titles is not None and len(titles) != num_cols:
-        raise ValueError(f"show_heatmaps: expected {num_cols} titles (one per column), got {len(titles)}")
+        raise ValueError(
+            f"show_heatmaps: expected {num_cols} titles (one per column), got {len(titles)}"
+        )
     fig, axes = _figure(num_rows, num_cols, figsize, sharex=True, sharey=True)
     vmin, vmax = float(m.min()), float(m.max())
     for i in range(num_rows):
@@ -97,19 +135,36 @@ def show_heatmaps(matrices, xlabel: str, ylabel: str, titles: Sequence[str] | No
     return fig
 
 
-def plot(X, Y=None, xlabel: str | None = None, ylabel: str | None = None, legend: Sequence[str] | None = None,
-         xlim=None, ylim=None, xscale: str = "linear", yscale: str = "linear",
-         fmts: Sequence[str] = ("-", "m--", "g-.", "r:", "c-", "y--"), figsize=(3.5, 2.5),
-         title: str | None = None, ax=None):
+def plot(
+    X,
+    Y=None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    legend: Sequence[str] | None = None,
+    xlim=None,
+    ylim=None,
+    xscale: str = "linear",
+    yscale: str = "linear",
+    fmts: Sequence[str] = ("-", "m--", "g-.", "r:", "c-", "y--"),
+    figsize=(3.5, 2.5),
+    title: str | None = None,
+    ax=None,
+):
     """Line plot of one or more curves (d2l's ``plot``).
 
-    ``X`` and ``Y`` are 1-D arrays/tensors or lists of them; with ``Y=None`` the curves in ``X`` are drawn
-    against their index. ``fmts`` are matplotlib format strings (``'o'`` for dots). Draws on ``ax`` if given,
-    otherwise on a new figure; returns the figure.
+    ``X`` and ``Y`` are 1-D arrays/tensors or lists of them; with ``Y=None`` the curves
+    in ``X`` are drawn against their index. ``fmts`` are matplotlib format strings
+    (``'o'`` for dots). Draws on ``ax`` if given, otherwise on a new figure; returns the
+    figure.
     """
 
     def has_one_axis(v):
-        return hasattr(v, "ndim") and v.ndim == 1 or isinstance(v, list) and not hasattr(v[0], "__len__")
+        return (
+            hasattr(v, "ndim")
+            and v.ndim == 1
+            or isinstance(v, list)
+            and not hasattr(v[0], "__len__")
+        )
 
     if has_one_axis(X):
         X = [X]

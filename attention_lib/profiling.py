@@ -1,12 +1,14 @@
-"""Measuring time and memory of attention on the CPU, for the chapters and the benchmarks.
+"""Measuring time and memory of attention on the CPU, for the chapters and the
+benchmarks.
 
-* :func:`time_ms` -- median wall time of a call, with ``torch.utils.benchmark`` (it warms up, picks the number
-  of repetitions, and reports a median, which resists the noise of a shared machine).
-* :func:`peak_memory_bytes` -- how much the resident memory of a *fresh* Python process grows while a
-  statement runs (Linux's peak ``VmHWM``, reset just before, minus ``VmRSS``), timeit-style with ``setup`` and
-  ``stmt`` strings. A fresh
-  process is the honest way to see a peak on the CPU: PyTorch keeps no CPU allocator statistics, and the
-  profiler does not see allocations made inside fused kernels.
+* :func:`time_ms` -- median wall time of a call, with ``torch.utils.benchmark`` (it
+  warms up, picks the number of repetitions, and reports a median, which resists the
+  noise of a shared machine).
+* :func:`peak_memory_bytes` -- how much the resident memory of a *fresh* Python process
+  grows while a statement runs (Linux's peak ``VmHWM``, reset just before, minus
+  ``VmRSS``), timeit-style with ``setup`` and ``stmt`` strings. A fresh process is the
+  honest way to see a peak on the CPU: PyTorch keeps no CPU allocator statistics, and
+  the profiler does not see allocations made inside fused kernels.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ import torch.utils.benchmark as benchmark
 __all__ = ["time_ms", "peak_memory_bytes"]
 
 
-def time_ms(fn, *args, min_run_time: float = 0.2, num_threads: int | None = None, **kwargs) -> float:
-    """Median time of ``fn(*args, **kwargs)`` in milliseconds (``torch.utils.benchmark.Timer.blocked_autorange``)."""
+def time_ms(
+    fn, *args, min_run_time: float = 0.2, num_threads: int | None = None, **kwargs
+) -> float:
+    """Median time of ``fn(*args, **kwargs)`` in milliseconds
+    (``torch.utils.benchmark.Timer.blocked_autorange``)."""
     timer = benchmark.Timer(
         stmt="fn(*args, **kwargs)",
         globals={"fn": fn, "args": args, "kwargs": kwargs},
@@ -54,17 +59,27 @@ json.dump({{"before_kib": before, "after_kib": after}}, sys.stdout)
 """
 
 
-def peak_memory_bytes(stmt: str, setup: str = "", *, threads: int = 1, timeout: float = 300) -> int:
-    """Peak growth of resident memory while ``stmt`` runs, measured in a fresh interpreter.
+def peak_memory_bytes(
+    stmt: str, setup: str = "", *, threads: int = 1, timeout: float = 300
+) -> int:
+    """Peak growth of resident memory while ``stmt`` runs, measured in a fresh
+    interpreter.
 
-    ``setup`` runs first (imports, building inputs and modules: their memory is the baseline); ``stmt`` is the
-    code measured. Both are Python source, as for ``timeit``. Returns bytes (Linux reports KiB, so the
-    resolution is 1 KiB). Linux only: it reads ``/proc/self/status``. Run the statement once in ``setup`` too if you want one-time
+    ``setup`` runs first (imports, building inputs and modules: their memory is the
+    baseline); ``stmt`` is the code measured. Both are Python source, as for ``timeit``.
+    Returns bytes (Linux reports KiB, so the resolution is 1 KiB). Linux only: it reads
+    ``/proc/self/status``. Run the statement once in ``setup`` too if you want one-time
     allocations (thread pools, caches) out of the measurement.
     """
-    code = _CHILD.format(setup=textwrap.dedent(setup), stmt=textwrap.dedent(stmt), threads=threads)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    code = _CHILD.format(
+        setup=textwrap.dedent(setup), stmt=textwrap.dedent(stmt), threads=threads
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"peak_memory_bytes: the measured code failed:\n{result.stderr[-2000:]}")
+        raise RuntimeError(
+            f"peak_memory_bytes: the measured code failed:\n{result.stderr[-2000:]}"
+        )
     usage = json.loads(result.stdout.strip().splitlines()[-1])
     return max(0, usage["after_kib"] - usage["before_kib"]) * 1024

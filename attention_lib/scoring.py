@@ -1,10 +1,13 @@
-"""Attention scoring functions: scaled dot-product and additive, as pure functions plus thin modules.
+"""Attention scoring functions: scaled dot-product and additive, as pure functions plus
+thin modules.
 
-Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``D`` query/key width, ``Dq``/``Dk`` query and key
-widths when they differ (additive attention), ``Dv`` value width, ``h`` hidden width. Any number of extra
-dimensions (for example heads ``H``) may sit between ``B`` and ``Q``.
+Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``D`` query/key width,
+``Dq``/``Dk`` query and key widths when they differ (additive attention), ``Dv`` value
+width, ``h`` hidden width. Any number of extra dimensions (for example heads ``H``) may
+sit between ``B`` and ``Q``.
 
-Masks are boolean with True = keep, as in ``torch.nn.functional.scaled_dot_product_attention``.
+Masks are boolean with True = keep, as in
+``torch.nn.functional.scaled_dot_product_attention``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,12 @@ from torch import nn
 from ._checks import check_dropout, check_last_dim, check_qkv, check_size
 from .masking import combine_masks, masked_softmax
 
-__all__ = ["dot_product_attention", "additive_attention", "DotProductAttention", "AdditiveAttention"]
+__all__ = [
+    "dot_product_attention",
+    "additive_attention",
+    "DotProductAttention",
+    "AdditiveAttention",
+]
 
 
 def dot_product_attention(
@@ -37,35 +45,42 @@ def dot_product_attention(
     Reference implementation (what this computes)::
 
         scores = queries @ keys.transpose(-2, -1) * scale    # (B, ..., Q, K)
-        weights = masked_softmax(scores, valid_lens, mask, is_causal=is_causal)  # (B, ..., Q, K), rows sum to 1 (or 0)
+        # (B, ..., Q, K), rows sum to 1 (or 0)
+        weights = masked_softmax(scores, valid_lens, mask, is_causal=is_causal)
         output = dropout(weights) @ values                   # (B, ..., Q, Dv)
 
-    Equivalent to ``F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask)``, fully masked queries
-    included (both give zeros there, since torch 2.5; ``nn.MultiheadAttention`` gives NaN unless called with
-    ``need_weights=False``), except that the weights are returned. With
-    ``is_causal=True`` and ``Q == K`` it equals SDPA's ``is_causal=True``; with fewer queries than keys (decoding
-    with a cache) the causal mask is aligned bottom-right, as :func:`~attention_lib.causal_mask`, where SDPA's
-    is aligned top-left.
+    Equivalent to ``F.scaled_dot_product_attention(queries, keys, values,
+    attn_mask=mask)``, fully masked queries included (both give zeros there, since torch
+    2.5; ``nn.MultiheadAttention`` gives NaN unless called with ``need_weights=False``),
+    except that the weights are returned. With ``is_causal=True`` and ``Q == K`` it
+    equals SDPA's ``is_causal=True``; with fewer queries than keys (decoding with a
+    cache) the causal mask is aligned bottom-right, as
+    :func:`~attention_lib.causal_mask`, where SDPA's is aligned top-left.
 
     Args:
         queries: ``(B, ..., Q, D)``.
         keys: ``(B, ..., K, D)``.
         values: ``(B, ..., K, Dv)``.
-        valid_lens: ``(B,)`` or ``(B, Q)``; keys at positions ``>= valid_len`` are masked.
+        valid_lens: ``(B,)`` or ``(B, Q)``; keys at positions ``>= valid_len`` are
+            masked.
         mask: bool keep-mask broadcastable to ``(B, ..., Q, K)``.
         dropout_p: dropout on the weights (pass 0.0 in evaluation).
         scale: defaults to ``1 / sqrt(D)``.
-        is_causal: query ``i`` attends only to keys ``0 .. i + K - Q`` (bottom-right aligned causal mask), combined
-            with ``valid_lens`` and ``mask`` by logical and.
+        is_causal: query ``i`` attends only to keys ``0 .. i + K - Q`` (bottom-right
+            aligned causal mask), combined with ``valid_lens`` and ``mask`` by logical
+            and.
 
     Returns:
-        ``(output (B, ..., Q, Dv), weights (B, ..., Q, K))``; the weights are taken before dropout.
+        ``(output (B, ..., Q, Dv), weights (B, ..., Q, K))``; the weights are taken
+        before dropout.
     """
     check_qkv(queries, keys, values, same_width=True)
     check_dropout(dropout_p)
     scale = 1.0 / math.sqrt(queries.shape[-1]) if scale is None else scale
     scores = queries @ keys.transpose(-2, -1) * scale  # (B, ..., Q, K)
-    weights = masked_softmax(scores, valid_lens, mask, is_causal=is_causal)  # (B, ..., Q, K)
+    weights = masked_softmax(
+        scores, valid_lens, mask, is_causal=is_causal
+    )  # (B, ..., Q, K)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return dropped @ values, weights  # (B, ..., Q, Dv), (B, ..., Q, K)
 
@@ -86,13 +101,18 @@ def additive_attention(
 
     Reference implementation::
 
-        features = tanh((queries @ W_q.T)[..., :, None, :] + (keys @ W_k.T)[..., None, :, :])  # (B, Q, K, h)
-        scores = features @ w_v.reshape(-1)                                                # (B, Q, K)
-        output = dropout(masked_softmax(scores, valid_lens, mask)) @ values                # (B, Q, Dv)
+        # (B, Q, K, h)
+        features = tanh((queries @ W_q.T)[..., :, None, :] + (keys @ W_k.T)[..., None, :, :])
+        # (B, Q, K)
+        scores = features @ w_v.reshape(-1)
+        # (B, Q, Dv)
+        output = dropout(masked_softmax(scores, valid_lens, mask)) @ values
 
     Args:
-        queries: ``(B, ..., Q, Dq)``; keys: ``(B, ..., K, Dk)``; values: ``(B, ..., K, Dv)``.
-        W_q: ``(h, Dq)``; W_k: ``(h, Dk)``; w_v: ``(1, h)`` or ``(h,)`` -- ``nn.Linear`` weight layout.
+        queries: ``(B, ..., Q, Dq)``; keys: ``(B, ..., K, Dk)``; values: ``(B, ..., K,
+            Dv)``.
+        W_q: ``(h, Dq)``; W_k: ``(h, Dk)``; w_v: ``(1, h)`` or ``(h,)`` -- ``nn.Linear``
+            weight layout.
         valid_lens, mask, dropout_p: as in :func:`dot_product_attention`.
 
     Returns:
@@ -104,7 +124,9 @@ def additive_attention(
     check_last_dim("keys", keys, W_k.shape[-1], "key width Dk of W_k")
     q = F.linear(queries, W_q)  # (B, ..., Q, h)
     k = F.linear(keys, W_k)  # (B, ..., K, h)
-    features = torch.tanh(q.unsqueeze(-2) + k.unsqueeze(-3))  # (B, ..., Q, 1, h) + (B, ..., 1, K, h) -> (B, ..., Q, K, h)
+    features = torch.tanh(
+        q.unsqueeze(-2) + k.unsqueeze(-3)
+    )  # (B, ..., Q, 1, h) + (B, ..., 1, K, h) -> (B, ..., Q, K, h)
     scores = F.linear(features, w_v.reshape(1, -1)).squeeze(-1)  # (B, ..., Q, K)
     weights = masked_softmax(scores, valid_lens, mask)  # (B, ..., Q, K)
     dropped = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
@@ -125,30 +147,47 @@ def fused_attention(
 ) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` with our mask conventions; keeps no weights.
 
-    ``q``: ``(B, ..., Q, D)``, ``k``: ``(B, ..., K, D)``, ``v``: ``(B, ..., K, Dv)``. Queries whose every key is
-    masked are set to zero afterwards, matching :func:`masked_softmax`. ``is_causal`` is aligned bottom-right; it
-    is handed to SDPA's own ``is_causal=True`` kernels (which skip the masked half) when that is exact -- ``Q == K``
-    and no other mask -- and costs nothing when ``Q == 1`` (one new token sees every cached key).
+    ``q``: ``(B, ..., Q, D)``, ``k``: ``(B, ..., K, D)``, ``v``: ``(B, ..., K, Dv)``.
+    Queries whose every key is masked are set to zero afterwards, matching
+    :func:`masked_softmax`. ``is_causal`` is aligned bottom-right; it is handed to
+    SDPA's own ``is_causal=True`` kernels (which skip the masked half) when that is
+    exact -- ``Q == K`` and no other mask -- and costs nothing when ``Q == 1`` (one new
+    token sees every cached key).
     """
     num_queries, num_keys = q.shape[-2], k.shape[-2]
     sdpa_causal, keep = False, None
-    exact_in_sdpa = not is_causal or num_queries == num_keys or num_queries == 1 <= num_keys
+    exact_in_sdpa = (
+        not is_causal or num_queries == num_keys or num_queries == 1 <= num_keys
+    )
     if valid_lens is None and mask is None and exact_in_sdpa:
-        # Nothing for us to build: no mask at all, or a causal mask that SDPA's own kernel computes exactly (its
-        # top-left alignment equals ours when Q == K; a single query, as in a decode step, sees every key).
+        # Nothing for us to build: no mask at all, or a causal mask that SDPA's own
+        # kernel computes exactly (its top-left alignment equals ours when Q == K; a
+        # single query, as in a decode step, sees every key).
         sdpa_causal = is_causal and num_queries == num_keys and num_queries > 1
     else:
         scores_shape = q.shape[:-1] + (num_keys,)  # (B, ..., Q, K)
-        keep = combine_masks(scores_shape, valid_lens, mask, device=q.device, is_causal=is_causal)
+        keep = combine_masks(
+            scores_shape, valid_lens, mask, device=q.device, is_causal=is_causal
+        )
     no_heads = q.dim() == 3
     if no_heads:
-        # SDPA's fused (flash) CPU kernel takes only 4-D inputs; a 3-D call would fall back to the math kernel,
-        # which materialises the (Q, K) scores. Add a head axis of size 1 (views, no copies).
+        # SDPA's fused (flash) CPU kernel takes only 4-D inputs; a 3-D call would fall
+        # back to the math kernel, which materialises the (Q, K) scores. Add a head axis
+        # of size 1 (views, no copies).
         q, k, v = q[:, None], k[:, None], v[:, None]  # (B, 1, n, width)
         if keep is not None:
-            keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[:, None]  # (B|1, 1, Q|1, K)
+            keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[
+                :, None
+            ]  # (B|1, 1, Q|1, K)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=keep, dropout_p=dropout_p, is_causal=sdpa_causal, scale=scale, enable_gqa=enable_gqa
+        q,
+        k,
+        v,
+        attn_mask=keep,
+        dropout_p=dropout_p,
+        is_causal=sdpa_causal,
+        scale=scale,
+        enable_gqa=enable_gqa,
     )  # (B, ..., Q, Dv)
     if keep is not None:
         any_key = keep.any(dim=-1, keepdim=True)  # (B|1, ..., Q|1, 1)
@@ -157,10 +196,12 @@ def fused_attention(
 
 
 class DotProductAttention(nn.Module):
-    """Scaled dot-product attention (no parameters); keeps the last weights in ``.attention_weights``.
+    """Scaled dot-product attention (no parameters); keeps the last weights in
+    ``.attention_weights``.
 
-    ``forward(queries (B, Q, D), keys (B, K, D), values (B, K, Dv), valid_lens=None, mask=None, is_causal=False)``
-    -> ``(B, Q, Dv)``. See :func:`dot_product_attention`. The weights are kept detached from the autograd graph.
+    ``forward(queries (B, Q, D), keys (B, K, D), values (B, K, Dv), valid_lens=None,
+    mask=None, is_causal=False)`` -> ``(B, Q, Dv)``. See :func:`dot_product_attention`.
+    The weights are kept detached from the autograd graph.
     """
 
     def __init__(self, dropout: float = 0.0):
@@ -169,11 +210,16 @@ class DotProductAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, queries, keys, values, valid_lens=None, mask=None, is_causal: bool = False):
+    def forward(
+        self, queries, keys, values, valid_lens=None, mask=None, is_causal: bool = False
+    ):
         p = self.dropout.p if self.training else 0.0
-        output, weights = dot_product_attention(queries, keys, values, valid_lens, mask, dropout_p=p,
-                                                is_causal=is_causal)
-        self.attention_weights = weights.detach()  # for heatmaps: no autograd graph kept alive
+        output, weights = dot_product_attention(
+            queries, keys, values, valid_lens, mask, dropout_p=p, is_causal=is_causal
+        )
+        self.attention_weights = (
+            weights.detach()
+        )  # for heatmaps: no autograd graph kept alive
         return output
 
 
@@ -181,15 +227,24 @@ class AdditiveAttention(nn.Module):
     """Additive attention ``w_v^T tanh(W_q q + W_k k)`` with explicit, bias-free layers.
 
     Args:
-        query_size: ``Dq``; key_size: ``Dk``; num_hiddens: ``h``; dropout: on the weights while training.
+        query_size: ``Dq``; key_size: ``Dk``; num_hiddens: ``h``; dropout: on the
+            weights while training.
 
-    ``forward(queries (B, Q, Dq), keys (B, K, Dk), values (B, K, Dv), valid_lens=None, mask=None)`` ->
-    ``(B, Q, Dv)``; the last weights ``(B, Q, K)`` are kept in ``.attention_weights``.
+    ``forward(queries (B, Q, Dq), keys (B, K, Dk), values (B, K, Dv), valid_lens=None,
+    mask=None)`` -> ``(B, Q, Dv)``; the last weights ``(B, Q, K)`` are kept in
+    ``.attention_weights``.
     """
 
-    def __init__(self, query_size: int, key_size: int, num_hiddens: int, dropout: float = 0.0):
+    def __init__(
+        self, query_size: int, key_size: int, num_hiddens: int, dropout: float = 0.0
+    ):
         super().__init__()
-        check_size("AdditiveAttention", query_size=query_size, key_size=key_size, num_hiddens=num_hiddens)
+        check_size(
+            "AdditiveAttention",
+            query_size=query_size,
+            key_size=key_size,
+            num_hiddens=num_hiddens,
+        )
         check_dropout(dropout)
         self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
         self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
@@ -200,7 +255,17 @@ class AdditiveAttention(nn.Module):
     def forward(self, queries, keys, values, valid_lens=None, mask=None):
         p = self.dropout.p if self.training else 0.0
         output, weights = additive_attention(
-            queries, keys, values, self.W_q.weight, self.W_k.weight, self.w_v.weight, valid_lens, mask, dropout_p=p
+            queries,
+            keys,
+            values,
+            self.W_q.weight,
+            self.W_k.weight,
+            self.w_v.weight,
+            valid_lens,
+            mask,
+            dropout_p=p,
         )
-        self.attention_weights = weights.detach()  # for heatmaps: no autograd graph kept alive
+        self.attention_weights = (
+            weights.detach()
+        )  # for heatmaps: no autograd graph kept alive
         return output

@@ -1,7 +1,9 @@
-"""Self-attention (queries, keys and values all projected from the same sequence) and positional encoding.
+"""Self-attention (queries, keys and values all projected from the same sequence) and
+positional encoding.
 
-Shape legend: ``B`` batch, ``n`` sequence length (so ``Q = K = n``), ``d_in`` input width, ``d_k`` query/key
-width, ``d_v`` value width, ``E`` model width (``num_hiddens``).
+Shape legend: ``B`` batch, ``n`` sequence length (so ``Q = K = n``), ``d_in`` input
+width, ``d_k`` query/key width, ``d_v`` value width, ``E`` model width
+(``num_hiddens``).
 """
 
 from __future__ import annotations
@@ -25,13 +27,23 @@ class SelfAttention(nn.Module):
         bias: whether ``W_q``, ``W_k``, ``W_v`` have biases.
         dropout: on the attention weights while training.
 
-    ``forward(X (B, n, d_in), valid_lens=None, mask=None, need_weights=True, is_causal=False)`` -> ``(B, n, d_v)``.
-    With ``need_weights=True`` the readable path runs and the weights ``(B, n, n)`` are kept (detached) in
-    ``.attention_weights``; with ``False`` the fused ``F.scaled_dot_product_attention`` runs and none are kept.
-    ``is_causal=True`` lets token ``i`` attend only to tokens ``0 .. i`` (SDPA's causal kernel on the fused path).
+    ``forward(X (B, n, d_in), valid_lens=None, mask=None, need_weights=True,
+    is_causal=False)`` -> ``(B, n, d_v)``. With ``need_weights=True`` the readable path
+    runs and the weights ``(B, n, n)`` are kept (detached) in ``.attention_weights``;
+    with ``False`` the fused ``F.scaled_dot_product_attention`` runs and none are kept.
+    ``is_causal=True`` lets token ``i`` attend only to tokens ``0 .. i`` (SDPA's causal
+    kernel on the fused path).
     """
 
-    def __init__(self, d_in: int, d_k: int, d_v: int | None = None, *, bias: bool = False, dropout: float = 0.0):
+    def __init__(
+        self,
+        d_in: int,
+        d_k: int,
+        d_v: int | None = None,
+        *,
+        bias: bool = False,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         d_v = d_k if d_v is None else d_v
         check_size("SelfAttention", d_in=d_in, d_k=d_k, d_v=d_v)
@@ -43,16 +55,33 @@ class SelfAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
-    def forward(self, X, valid_lens=None, mask=None, need_weights: bool = True, is_causal: bool = False):
+    def forward(
+        self,
+        X,
+        valid_lens=None,
+        mask=None,
+        need_weights: bool = True,
+        is_causal: bool = False,
+    ):
         check_rank("X", X, (3,), "(B, n, d_in)")
         check_last_dim("X", X, self.d_in, "d_in of this SelfAttention")
-        q, k, v = self.W_q(X), self.W_k(X), self.W_v(X)  # (B, n, d_k), (B, n, d_k), (B, n, d_v)
+        q, k, v = (
+            self.W_q(X),
+            self.W_k(X),
+            self.W_v(X),
+        )  # (B, n, d_k), (B, n, d_k), (B, n, d_v)
         p = self.dropout.p if self.training else 0.0
         if need_weights:
-            out, weights = dot_product_attention(q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal)
-            self.attention_weights = weights.detach()  # for heatmaps: no autograd graph kept alive
+            out, weights = dot_product_attention(
+                q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
+            )
+            self.attention_weights = (
+                weights.detach()
+            )  # for heatmaps: no autograd graph kept alive
         else:
-            out = fused_attention(q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal)
+            out = fused_attention(
+                q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
+            )
             self.attention_weights = None
         return out  # (B, n, d_v)
 
@@ -60,10 +89,11 @@ class SelfAttention(nn.Module):
 class PositionalEncoding(nn.Module):
     """Sinusoidal positional encoding (Vaswani et al., 2017), the same values as d2l's.
 
-    ``P[pos, 2i] = sin(pos / 10000^(2i/E))`` and ``P[pos, 2i+1] = cos(pos / 10000^(2i/E))``.
-    ``forward(X (B, n, E), offset=0)`` returns ``dropout(X + P[offset : offset + n])``: ``offset`` is the position
-    of the first token, e.g. the cache length when decoding one token at a time. The table is the buffer ``P`` of
-    shape ``(1, max_len, E)``.
+    ``P[pos, 2i] = sin(pos / 10000^(2i/E))`` and ``P[pos, 2i+1] = cos(pos /
+    10000^(2i/E))``. ``forward(X (B, n, E), offset=0)`` returns ``dropout(X + P[offset :
+    offset + n])``: ``offset`` is the position of the first token, e.g. the cache length
+    when decoding one token at a time. The table is the buffer ``P`` of shape ``(1,
+    max_len, E)``.
     """
 
     def __init__(self, num_hiddens: int, dropout: float = 0.0, max_len: int = 1000):
@@ -73,7 +103,9 @@ class PositionalEncoding(nn.Module):
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.dropout = nn.Dropout(dropout)
         pos = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1)  # (max_len, 1)
-        inv_freq = torch.pow(10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens)  # (ceil(E/2),)
+        inv_freq = torch.pow(
+            10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens
+        )  # (ceil(E/2),)
         angles = pos / inv_freq  # (max_len, ceil(E/2))
         P = torch.zeros(1, max_len, num_hiddens)  # (1, max_len, E)
         P[0, :, 0::2] = torch.sin(angles)
@@ -82,13 +114,16 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, X: torch.Tensor, offset: int = 0) -> torch.Tensor:
         check_rank("X", X, (3,), "(B, n, E)")
-        check_last_dim("X", X, self.num_hiddens, "num_hiddens of this PositionalEncoding")
+        check_last_dim(
+            "X", X, self.num_hiddens, "num_hiddens of this PositionalEncoding"
+        )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset: expected a non-negative int (the position of the first token), got {offset!r}")
+            raise ValueError(
+                f"offset: expected a non-negative int (the position of the first token), got {offset!r}"
+            )
         if offset + X.shape[1] > self.max_len:
             raise ValueError(
                 f"X: expected at most max_len={self.max_len} positions, got positions {offset} .. "
                 f"{offset + X.shape[1] - 1}"
             )
         return self.dropout(X + self.P[:, offset : offset + X.shape[1], :].to(X.dtype))
-

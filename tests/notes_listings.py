@@ -1,8 +1,10 @@
-"""The course notes' own listings (../shared/seeds/000 and 004, and 002's AdditiveAttention), used as oracles.
+"""The course notes' own listings (../shared/seeds/000 and 004, and 002's
+AdditiveAttention), used as oracles.
 
-Copied verbatim from the notes (comments translated or dropped, logic untouched) so the tests can load the
-same weights into a listing and into attention_lib and check the two agree. Their known flaws are kept on
-purpose -- the chapters show them -- and the tests only call them where they are correct.
+Copied verbatim from the notes (comments translated or dropped, logic untouched) so the
+tests can load the same weights into a listing and into attention_lib and check the two
+agree. Their known flaws are kept on purpose -- the chapters show them -- and the tests
+only call them where they are correct.
 """
 
 from math import sqrt
@@ -13,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 
-# --- seed 000: additive (concat) attention ------------------------------------------------------------------
+# --- seed 000: additive (concat) attention
+# ------------------------------------------------------------------
 class Seed000Attention(nn.Module):
     def __init__(self, n_hidden_enc, n_hidden_dec):
         super().__init__()
@@ -34,7 +37,8 @@ class Seed000Attention(nn.Module):
         return att_weights
 
 
-# --- seed 000: self-attention and multi-head self-attention ------------------------------------------------
+# --- seed 000: self-attention and multi-head self-attention
+# ------------------------------------------------
 class Seed000SelfAttention(nn.Module):
     def __init__(self, dim_in, dim_k, dim_v):
         super().__init__()
@@ -87,7 +91,8 @@ class Seed000MultiHeadSelfAttention(nn.Module):
         return att
 
 
-# --- seed 002: the additive attention class (reads batch_size/num_query/num_pair from globals) --------------
+# --- seed 002: the additive attention class (reads batch_size/num_query/num_pair from
+# globals) --------------
 batch_size, num_query, num_pair = 30, 10, 15
 
 
@@ -109,7 +114,8 @@ class Seed002AdditiveAttention(nn.Module):
         return output
 
 
-# --- seed 004: single head, fused QKV, multi-head, grouped-query ---------------------------------------------
+# --- seed 004: single head, fused QKV, multi-head, grouped-query
+# ---------------------------------------------
 class Seed004Attention(nn.Module):
     def __init__(self, emb_dim: int, dropout: float = 0.1) -> None:
         super().__init__()
@@ -119,7 +125,9 @@ class Seed004Attention(nn.Module):
         self.fc_v = nn.Linear(emb_dim, emb_dim)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         Q = self.fc_q(x)
         K = self.fc_k(x)
         V = self.fc_v(x)
@@ -140,7 +148,9 @@ class Seed004AttentionV1(nn.Module):
         self.qkv = nn.Linear(emb_dim, emb_dim * 3)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         QKV = self.qkv(x)
         Q, K, V = torch.split(QKV, self.emb_dim, dim=-1)
         attention_scores = Q @ K.transpose(-1, -2) / (self.emb_dim**0.5)
@@ -165,14 +175,22 @@ class Seed004MultiHeadAttention(nn.Module):
         self.fc_v = nn.Linear(emb_dim, emb_dim)
         self.fc_out = nn.Linear(emb_dim, emb_dim)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         batch_size, seq_len, _ = x.size()
         Q = self.fc_q(x)
         K = self.fc_k(x)
         V = self.fc_v(x)
-        Q_heads = Q.view(batch_size, seq_len, self.head_num, self.head_dim).permute(0, 2, 1, 3)
-        K_heads = K.view(batch_size, seq_len, self.head_num, self.head_dim).transpose(1, 2)
-        V_heads = V.view(batch_size, seq_len, self.head_num, self.head_dim).transpose(1, 2)
+        Q_heads = Q.view(batch_size, seq_len, self.head_num, self.head_dim).permute(
+            0, 2, 1, 3
+        )
+        K_heads = K.view(batch_size, seq_len, self.head_num, self.head_dim).transpose(
+            1, 2
+        )
+        V_heads = V.view(batch_size, seq_len, self.head_num, self.head_dim).transpose(
+            1, 2
+        )
         attention_scores = Q_heads @ K_heads.transpose(-1, -2) / (self.head_dim**0.5)
         if mask is not None:
             attention_scores = attention_scores.masked_fill(mask == 0, float("-inf"))
@@ -199,7 +217,9 @@ class Seed004GroupQueryAttention(nn.Module):
         self.fc_v = nn.Linear(emb_dim, group_num * self.head_dim)
         self.fc_o = nn.Linear(emb_dim, emb_dim)
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
+    ) -> torch.Tensor:
         batch_size, seq_len, _ = x.size()
         Q = self.fc_q(x)
         K = self.fc_k(x)

@@ -1,6 +1,8 @@
-"""``is_causal`` on every attention entry point, and ``KVCache``: decoding one token at a time.
+"""``is_causal`` on every attention entry point, and ``KVCache``: decoding one token at
+a time.
 
-Oracles: the bottom-right ``causal_mask`` passed as an explicit mask, the uncached forward over the whole
+Oracles: the bottom-right ``causal_mask`` passed as an explicit mask, the uncached
+    forward over the whole
 sequence, and ``F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)``.
 """
 
@@ -19,35 +21,60 @@ def gqa(E=32, H=4, Hkv=2, dtype=torch.float32, seed=0, bias=False):
     return al.GroupedQueryAttention(E, H, Hkv, bias=bias).to(dtype).eval()
 
 
-# --- is_causal == the explicit bottom-right causal mask --------------------------------------------------------
+# --- is_causal == the explicit bottom-right causal mask
+# --------------------------------------------------------
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("num_queries,num_keys", [(6, 6), (1, 6), (3, 7), (5, 2)])
 def test_dot_product_is_causal_equals_causal_mask(need_weights, num_queries, num_keys):
     torch.manual_seed(0)
-    q, k, v = torch.randn(2, 3, num_queries, 8), torch.randn(2, 3, num_keys, 8), torch.randn(2, 3, num_keys, 5)
-    want, w_want = al.dot_product_attention(q, k, v, mask=al.causal_mask(num_queries, num_keys))
+    q, k, v = (
+        torch.randn(2, 3, num_queries, 8),
+        torch.randn(2, 3, num_keys, 8),
+        torch.randn(2, 3, num_keys, 5),
+    )
+    want, w_want = al.dot_product_attention(
+        q, k, v, mask=al.causal_mask(num_queries, num_keys)
+    )
     if need_weights:
         got, w = al.dot_product_attention(q, k, v, is_causal=True)
         torch.testing.assert_close(w, w_want)
     else:
         from attention_lib.scoring import fused_attention
+
         got = fused_attention(q, k, v, None, None, is_causal=True)
     torch.testing.assert_close(got, want, **TOL[torch.float32])
     if num_queries > num_keys:  # the first queries see no key at all: zeros, not NaN
-        assert torch.equal(got[..., : num_queries - num_keys, :], torch.zeros_like(got[..., : num_queries - num_keys, :]))
+        assert torch.equal(
+            got[..., : num_queries - num_keys, :],
+            torch.zeros_like(got[..., : num_queries - num_keys, :]),
+        )
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("num_queries,num_keys", [(6, 6), (2, 6)])
-def test_is_causal_combines_with_valid_lens_and_mask_by_and(need_weights, num_queries, num_keys):
+def test_is_causal_combines_with_valid_lens_and_mask_by_and(
+    need_weights, num_queries, num_keys
+):
     layer = gqa()
     torch.manual_seed(1)
     q, kv = torch.randn(2, num_queries, 32), torch.randn(2, num_keys, 32)
     lens = torch.tensor([num_keys, 3])
     extra = torch.rand(num_queries, num_keys) > 0.3
-    keep = al.valid_lens_to_mask(lens, num_queries, num_keys)[:, None] & extra & al.causal_mask(num_queries, num_keys)
+    keep = (
+        al.valid_lens_to_mask(lens, num_queries, num_keys)[:, None]
+        & extra
+        & al.causal_mask(num_queries, num_keys)
+    )
     want = layer(q, kv, kv, mask=keep, need_weights=need_weights)
-    got = layer(q, kv, kv, valid_lens=lens, mask=extra, is_causal=True, need_weights=need_weights)
+    got = layer(
+        q,
+        kv,
+        kv,
+        valid_lens=lens,
+        mask=extra,
+        is_causal=True,
+        need_weights=need_weights,
+    )
     torch.testing.assert_close(got, want, **TOL[torch.float32])
 
 
@@ -56,19 +83,30 @@ def test_self_attention_and_module_wrappers_take_is_causal(need_weights):
     torch.manual_seed(0)
     X = torch.randn(2, 5, 6)
     sa = al.SelfAttention(6, 4)
-    torch.testing.assert_close(sa(X, is_causal=True, need_weights=need_weights),
-                               sa(X, mask=al.causal_mask(5), need_weights=need_weights), **TOL[torch.float32])
+    torch.testing.assert_close(
+        sa(X, is_causal=True, need_weights=need_weights),
+        sa(X, mask=al.causal_mask(5), need_weights=need_weights),
+        **TOL[torch.float32],
+    )
     dpa = al.DotProductAttention()
-    torch.testing.assert_close(dpa(X, X, X, is_causal=True), dpa(X, X, X, mask=al.causal_mask(5)))
+    torch.testing.assert_close(
+        dpa(X, X, X, is_causal=True), dpa(X, X, X, mask=al.causal_mask(5))
+    )
     mha = al.MultiHeadAttention(8, 2)
     Y = torch.randn(2, 5, 8)
-    torch.testing.assert_close(mha(Y, Y, Y, is_causal=True, need_weights=need_weights),
-                               mha(Y, Y, Y, mask=al.causal_mask(5), need_weights=need_weights), **TOL[torch.float32])
+    torch.testing.assert_close(
+        mha(Y, Y, Y, is_causal=True, need_weights=need_weights),
+        mha(Y, Y, Y, mask=al.causal_mask(5), need_weights=need_weights),
+        **TOL[torch.float32],
+    )
 
 
 def test_masked_softmax_is_causal():
     X = torch.randn(2, 4, 6)
-    torch.testing.assert_close(al.masked_softmax(X, is_causal=True), al.masked_softmax(X, mask=al.causal_mask(4, 6)))
+    torch.testing.assert_close(
+        al.masked_softmax(X, is_causal=True),
+        al.masked_softmax(X, mask=al.causal_mask(4, 6)),
+    )
 
 
 def record_sdpa_calls(monkeypatch):
@@ -88,13 +126,22 @@ def test_fused_path_reaches_sdpa_causal_kernel_when_exact(monkeypatch):
     layer = gqa()
     x = torch.randn(2, 6, 32)
     layer(x, x, x, is_causal=True, need_weights=False)
-    assert calls[-1]["is_causal"] is True and calls[-1]["attn_mask"] is None and calls[-1]["enable_gqa"] is True
-    # one new query over a longer cache: bottom-right causal masks nothing, so no mask is built at all
+    assert (
+        calls[-1]["is_causal"] is True
+        and calls[-1]["attn_mask"] is None
+        and calls[-1]["enable_gqa"] is True
+    )
+    # one new query over a longer cache: bottom-right causal masks nothing, so no mask
+    # is built at all
     layer(x[:, :1], x, x, is_causal=True, need_weights=False)
     assert not calls[-1].get("is_causal", False) and calls[-1].get("attn_mask") is None
-    # Q < K with several queries, or another mask: SDPA's top-left is_causal would be wrong -> explicit mask
+    # Q < K with several queries, or another mask: SDPA's top-left is_causal would be
+    # wrong -> explicit mask
     layer(x[:, :3], x, x, is_causal=True, need_weights=False)
-    assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"].shape[-2:] == (3, 6)
+    assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"].shape[-2:] == (
+        3,
+        6,
+    )
     layer(x, x, x, valid_lens=torch.tensor([6, 4]), is_causal=True, need_weights=False)
     assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"] is not None
 
@@ -107,10 +154,13 @@ def test_fused_causal_gqa_equals_projections_plus_sdpa():
     v = layer.W_v(x).reshape(2, 9, 2, 8).transpose(1, 2)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     ref = layer.W_o(ref.transpose(1, 2).reshape(2, 9, 64))
-    torch.testing.assert_close(layer(x, x, x, is_causal=True, need_weights=False), ref, **TOL[torch.float32])
+    torch.testing.assert_close(
+        layer(x, x, x, is_causal=True, need_weights=False), ref, **TOL[torch.float32]
+    )
 
 
-# --- the KV cache --------------------------------------------------------------------------------------------
+# --- the KV cache
+# --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("Hkv", [1, 2, 4])
@@ -121,15 +171,37 @@ def test_cached_decoding_equals_the_uncached_forward(dtype, need_weights, Hkv):
     with torch.no_grad():
         full = layer(x, x, x, is_causal=True, need_weights=need_weights)
         cache = al.KVCache()
-        steps = [layer(x[:, :T], x[:, :T], x[:, :T], is_causal=True, kv_cache=cache, need_weights=need_weights)]
+        steps = [
+            layer(
+                x[:, :T],
+                x[:, :T],
+                x[:, :T],
+                is_causal=True,
+                kv_cache=cache,
+                need_weights=need_weights,
+            )
+        ]
         for t in range(T, T + new):
             xt = x[:, t : t + 1]
-            steps.append(layer(xt, xt, xt, is_causal=True, kv_cache=cache, need_weights=need_weights))
+            steps.append(
+                layer(
+                    xt,
+                    xt,
+                    xt,
+                    is_causal=True,
+                    kv_cache=cache,
+                    need_weights=need_weights,
+                )
+            )
             if need_weights:
                 assert layer.attention_weights.shape == (B, 4, 1, t + 1)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOL[dtype])
-    assert cache.keys.shape == cache.values.shape == (B, Hkv, T + new, 8) and len(cache) == T + new
-    # the cache holds exactly the projected keys/values of every position, only the Hkv heads
+    assert (
+        cache.keys.shape == cache.values.shape == (B, Hkv, T + new, 8)
+        and len(cache) == T + new
+    )
+    # the cache holds exactly the projected keys/values of every position, only the Hkv
+    # heads
     with torch.no_grad():
         k_all = al.split_heads(layer.W_k(x), Hkv)
     torch.testing.assert_close(cache.keys, k_all, **TOL[dtype])
@@ -160,7 +232,9 @@ def test_appending_does_not_copy_the_cache_every_step():
         if cache.capacity != capacity:
             reallocations, capacity = reallocations + 1, cache.capacity
     assert len(cache) == 1100
-    assert reallocations <= 3  # capacity doubles: 356 -> 712 -> 1424, not one copy per token
+    assert (
+        reallocations <= 3
+    )  # capacity doubles: 356 -> 712 -> 1424, not one copy per token
     assert cache.keys.data_ptr() != first and capacity >= 1100
     # within capacity, an append writes in place: the buffer stays where it is
     ptr = cache.keys.data_ptr()
@@ -177,15 +251,19 @@ def test_reset_crop_and_capacity():
     assert len(cache) == 1 and torch.equal(cache.keys, k[:, :, :1])
     cache.reset()
     assert len(cache) == 0 and cache.keys is None
-    cache.update(torch.randn(5, 1, 2, 4), torch.randn(5, 1, 2, 4))  # another batch size after reset is fine
+    cache.update(
+        torch.randn(5, 1, 2, 4), torch.randn(5, 1, 2, 4)
+    )  # another batch size after reset is fine
     assert cache.keys.shape == (5, 1, 2, 4)
 
 
 @pytest.mark.parametrize(
     "other,what",
-    [((3, 2, 1, 8), r"expected batch size B = 2, got 3"),
-     ((2, 1, 1, 8), r"expected key/value heads Hkv = 2, got 1"),
-     ((2, 2, 1, 4), r"expected head width d = 8, got 4")],
+    [
+        ((3, 2, 1, 8), r"expected batch size B = 2, got 3"),
+        ((2, 1, 1, 8), r"expected key/value heads Hkv = 2, got 1"),
+        ((2, 2, 1, 4), r"expected head width d = 8, got 4"),
+    ],
 )
 def test_a_cache_of_another_batch_heads_or_width_is_refused(other, what):
     cache = al.KVCache()
@@ -201,13 +279,17 @@ def test_a_cache_shared_between_layers_of_another_shape_is_refused():
     x = torch.randn(2, 4, 32)
     with torch.no_grad():
         gqa(Hkv=2)(x, x, x, kv_cache=cache, is_causal=True)
-        with pytest.raises(ValueError, match=r"expected key/value heads Hkv = 2, got 4"):
+        with pytest.raises(
+            ValueError, match=r"expected key/value heads Hkv = 2, got 4"
+        ):
             gqa(Hkv=4)(x, x, x, kv_cache=cache, is_causal=True)
         with pytest.raises(ValueError, match=r"expected batch size B = 2, got 1"):
             gqa(Hkv=2)(x[:1], x[:1], x[:1], kv_cache=cache, is_causal=True)
         with pytest.raises(ValueError, match=r"expected head width d = 8, got 16"):
             gqa(E=32, H=2, Hkv=2)(x, x, x, kv_cache=cache, is_causal=True)
-    with pytest.raises(ValueError, match="expected an attention_lib.KVCache or None, got dict"):
+    with pytest.raises(
+        ValueError, match="expected an attention_lib.KVCache or None, got dict"
+    ):
         gqa()(x, x, x, kv_cache={})
 
 
@@ -218,7 +300,9 @@ def test_cache_with_autograd_concatenates():
     cache.update(a, a)
     keys, _ = cache.update(b, b)
     keys.sum().backward()
-    assert torch.equal(a.grad, torch.ones_like(a)) and torch.equal(b.grad, torch.ones_like(b))
+    assert torch.equal(a.grad, torch.ones_like(a)) and torch.equal(
+        b.grad, torch.ones_like(b)
+    )
 
 
 def test_kv_cache_bytes_is_what_the_cache_holds():
@@ -227,25 +311,38 @@ def test_kv_cache_bytes_is_what_the_cache_holds():
     x = torch.randn(B, T, E, dtype=torch.float16)
     with torch.no_grad():
         for cache in caches:
-            gqa(E, H, Hkv, dtype=torch.float16)(x, x, x, is_causal=True, kv_cache=cache, need_weights=False)
+            gqa(E, H, Hkv, dtype=torch.float16)(
+                x, x, x, is_causal=True, kv_cache=cache, need_weights=False
+            )
     held = sum(t.numel() * t.element_size() for c in caches for t in (c.keys, c.values))
-    assert held == al.kv_cache_bytes(layers, Hkv, E // H, T, batch_size=B, bytes_per_element=2)
+    assert held == al.kv_cache_bytes(
+        layers, Hkv, E // H, T, batch_size=B, bytes_per_element=2
+    )
 
 
-# --- converting multi-head to grouped-query attention ---------------------------------------------------------
+# --- converting multi-head to grouped-query attention
+# ---------------------------------------------------------
 @pytest.mark.parametrize("bias", [False, True])
 def test_convert_to_gqa_mean_pools_each_group(bias):
     mha = al.MultiHeadAttention(32, 4, bias=bias)
     g = al.convert_to_gqa(mha, 2)
-    assert isinstance(g, al.GroupedQueryAttention) and g.num_kv_heads == 2 and g.num_heads == 4
+    assert (
+        isinstance(g, al.GroupedQueryAttention)
+        and g.num_kv_heads == 2
+        and g.num_heads == 4
+    )
     Wk = mha.W_k.weight.reshape(4, 8, 32)  # (H, d, E)
-    torch.testing.assert_close(g.W_k.weight, Wk.reshape(2, 2, 8, 32).mean(1).reshape(16, 32))
+    torch.testing.assert_close(
+        g.W_k.weight, Wk.reshape(2, 2, 8, 32).mean(1).reshape(16, 32)
+    )
     torch.testing.assert_close(g.W_q.weight, mha.W_q.weight)
     torch.testing.assert_close(g.W_o.weight, mha.W_o.weight)
     first = al.convert_to_gqa(mha, 1, method="first")
     torch.testing.assert_close(first.W_v.weight, mha.W_v.weight[:8])
     if bias:
-        torch.testing.assert_close(g.W_v.bias, mha.W_v.bias.reshape(2, 2, 8).mean(1).reshape(16))
+        torch.testing.assert_close(
+            g.W_v.bias, mha.W_v.bias.reshape(2, 2, 8).mean(1).reshape(16)
+        )
 
 
 def test_convert_to_gqa_is_exact_when_the_heads_of_a_group_agree():
@@ -256,28 +353,40 @@ def test_convert_to_gqa_is_exact_when_the_heads_of_a_group_agree():
             W[24:32] = W[16:24]
     x = torch.randn(2, 5, 32)
     g = al.convert_to_gqa(mha, 2)
-    torch.testing.assert_close(g(x, x, x, is_causal=True), mha(x, x, x, is_causal=True), **TOL[torch.float32])
+    torch.testing.assert_close(
+        g(x, x, x, is_causal=True), mha(x, x, x, is_causal=True), **TOL[torch.float32]
+    )
 
 
 def test_convert_to_gqa_on_a_model_leaves_the_input_alone():
     model = torch.nn.Sequential(al.MultiHeadAttention(16, 4), torch.nn.Linear(16, 16))
-    model.add_module("inner", torch.nn.ModuleDict({"attn": al.MultiHeadAttention(16, 4)}))
+    model.add_module(
+        "inner", torch.nn.ModuleDict({"attn": al.MultiHeadAttention(16, 4)})
+    )
     before = {k: v.clone() for k, v in model.state_dict().items()}
     converted = al.convert_to_gqa(model, 1, method="mean")
     assert converted[0].num_kv_heads == 1 and converted.inner["attn"].num_kv_heads == 1
-    assert model[0].num_kv_heads == 4 and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model[0].num_kv_heads == 4 and all(
+        torch.equal(before[k], v) for k, v in model.state_dict().items()
+    )
     torch.testing.assert_close(converted[1].weight, model[1].weight)
 
 
 def test_convert_to_gqa_bad_input():
     mha = al.MultiHeadAttention(32, 4)
-    with pytest.raises(ValueError, match="divide the layer's current 4 key/value heads, got 3"):
+    with pytest.raises(
+        ValueError, match="divide the layer's current 4 key/value heads, got 3"
+    ):
         al.convert_to_gqa(mha, 3)
-    with pytest.raises(ValueError, match="expected method 'mean' or 'first', got 'random'"):
+    with pytest.raises(
+        ValueError, match="expected method 'mean' or 'first', got 'random'"
+    ):
         al.convert_to_gqa(mha, 2, method="random")
     with pytest.raises(ValueError, match="contains no GroupedQueryAttention"):
         al.convert_to_gqa(torch.nn.Linear(2, 2), 1)
-    with pytest.raises(ValueError, match="num_kv_heads to be a positive integer, got 0"):
+    with pytest.raises(
+        ValueError, match="num_kv_heads to be a positive integer, got 0"
+    ):
         al.convert_to_gqa(mha, 0)
 
 
@@ -285,7 +394,9 @@ def test_positional_encoding_offset():
     pe = al.PositionalEncoding(8, max_len=20)
     X = torch.zeros(1, 10, 8)
     torch.testing.assert_close(pe(X[:, :3], offset=7), pe(X)[:, 7:10])
-    with pytest.raises(ValueError, match=r"max_len=20 positions, got positions 18 .. 20"):
+    with pytest.raises(
+        ValueError, match=r"max_len=20 positions, got positions 18 .. 20"
+    ):
         pe(X[:, :3], offset=18)
     with pytest.raises(ValueError, match="offset: expected a non-negative int"):
         pe(X, offset=-1)

@@ -1,4 +1,5 @@
-"""TinyDecoder: shapes, decoding with a KV cache == without, readable == fused path, conversion to GQA, bad input."""
+"""TinyDecoder: shapes, decoding with a KV cache == without, readable == fused path,
+conversion to GQA, bad input."""
 
 import pytest
 import torch
@@ -23,7 +24,10 @@ def test_shapes_and_parameters(num_kv_heads):
     assert m(tokens()).shape == (3, 7, V)
     assert m.generate(tokens(), 5).shape == (3, 12)
     attention = m.blocks[0].attention
-    assert isinstance(attention, al.GroupedQueryAttention) and attention.num_kv_heads == num_kv_heads
+    assert (
+        isinstance(attention, al.GroupedQueryAttention)
+        and attention.num_kv_heads == num_kv_heads
+    )
     assert attention.W_k.weight.shape == (num_kv_heads * E // H, E)
     assert len(m.blocks) == L and m.head.weight.shape == (V, E)
 
@@ -45,10 +49,17 @@ def test_logits_with_cache_equal_full_forward(num_kv_heads):
     full = m(x)  # (B, n, V)
     caches = [al.KVCache() for _ in range(L)]
     with torch.no_grad():
-        pieces = [m(x[:, :4], kv_caches=caches)]  # prefill 4 tokens, then one token at a time
-        pieces += [m(x[:, t:t + 1], kv_caches=caches) for t in range(4, 9)]
+        pieces = [
+            m(x[:, :4], kv_caches=caches)
+        ]  # prefill 4 tokens, then one token at a time
+        pieces += [m(x[:, t : t + 1], kv_caches=caches) for t in range(4, 9)]
     torch.testing.assert_close(torch.cat(pieces, dim=1), full)
-    assert len(caches[0]) == 9 and caches[-1].keys.shape == (3, num_kv_heads, 9, E // H)  # Hkv heads, not H
+    assert len(caches[0]) == 9 and caches[-1].keys.shape == (
+        3,
+        num_kv_heads,
+        9,
+        E // H,
+    )  # Hkv heads, not H
 
 
 def test_readable_path_agrees_with_fused_and_keeps_the_weights():
@@ -81,7 +92,9 @@ def test_convert_to_gqa_on_the_whole_model():
     for num_kv_heads in (1, 2):
         gqa = al.convert_to_gqa(m, num_kv_heads, method="mean")
         assert all(b.attention.num_kv_heads == num_kv_heads for b in gqa.blocks)
-        assert all(b.attention.num_kv_heads == H for b in m.blocks)  # the input model is untouched
+        assert all(
+            b.attention.num_kv_heads == H for b in m.blocks
+        )  # the input model is untouched
         torch.testing.assert_close(gqa(x), m(x))
         assert torch.equal(gqa.generate(x, 6), gqa.generate(x, 6, use_cache=False))
 
@@ -105,7 +118,14 @@ def test_dropout_is_active_only_in_training():
     ],
 )
 def test_bad_sizes_raise(kwargs, match):
-    args = dict(vocab_size=V, num_hiddens=E, num_heads=H, num_kv_heads=H, num_layers=L, max_len=MAX_LEN)
+    args = dict(
+        vocab_size=V,
+        num_hiddens=E,
+        num_heads=H,
+        num_kv_heads=H,
+        num_layers=L,
+        max_len=MAX_LEN,
+    )
     with pytest.raises(ValueError, match=match):
         al.TinyDecoder(**{**args, **kwargs})
 
@@ -130,7 +150,9 @@ def test_bad_inputs_raise():
     m(torch.zeros(1, MAX_LEN - 1, dtype=torch.long), kv_caches=caches)
     with pytest.raises(ValueError, match="39 cached \\+ 2 new = 41"):
         m(torch.zeros(1, 2, dtype=torch.long), kv_caches=caches)
-    with pytest.raises(ValueError, match="max_new_tokens: expected a non-negative integer"):
+    with pytest.raises(
+        ValueError, match="max_new_tokens: expected a non-negative integer"
+    ):
         m.generate(tokens(), -1)
     with pytest.raises(ValueError, match="prompt \\+ max_new_tokens: expected at most"):
         m.generate(tokens(n=30), 11)

@@ -1,8 +1,10 @@
-"""The course's diagrams: drawn from source, committed as drawn, used by the chapters, described in words.
+"""The course's diagrams: drawn from source, committed as drawn, used by the chapters,
+described in words.
 
-Every SVG under ``chapters/figures/`` must be exactly what ``tools/diagrams/chNN.py`` draws (``make diagrams``
-rewrites them), so a diagram cannot drift from its source. Every chapter shows at least one; every image in a
-chapter -- diagram or plot -- carries an alt text that says what it shows, which a screen reader reads out.
+Every SVG under ``chapters/figures/`` must be exactly what ``tools/diagrams/chNN.py``
+draws (``make diagrams`` rewrites them), so a diagram cannot drift from its source.
+Every chapter shows at least one; every image in a chapter -- diagram or plot -- carries
+an alt text that says what it shows, which a screen reader reads out.
 """
 
 import json
@@ -18,11 +20,17 @@ import make_diagrams  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 FIGURES = ROOT / "chapters" / "figures"
-IMAGE = re.compile(r"!\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")  # alt text may hold [balanced] brackets
+IMAGE = re.compile(
+    r"!\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)"
+)  # alt text may hold [balanced] brackets
 
 
 def markdown(path: Path) -> str:
-    return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown")
+    return "\n".join(
+        "".join(c["source"])
+        for c in json.loads(path.read_text())["cells"]
+        if c["cell_type"] == "markdown"
+    )
 
 
 def test_committed_diagrams_are_what_their_sources_draw():
@@ -32,28 +40,42 @@ def test_committed_diagrams_are_what_their_sources_draw():
 def test_diagrams_are_deterministic_svg_with_glyphs_as_paths():
     for svg in FIGURES.glob("*.svg"):
         text = svg.read_text()
-        assert "<dc:date>" not in text, f"{svg.name}: no date in the file (it would change on every run)"
-        assert "<text" not in text, f"{svg.name}: glyphs are paths, so the diagram looks the same everywhere"
+        assert "<dc:date>" not in text, (
+            f"{svg.name}: no date in the file (it would change on every run)"
+        )
+        assert "<text" not in text, (
+            f"{svg.name}: glyphs are paths, so the diagram looks the same everywhere"
+        )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_every_chapter_shows_a_diagram_and_describes_every_image(path):
     images = IMAGE.findall(markdown(path))
-    diagrams = [target for _, target in images if target.startswith("figures/") and target.endswith(".svg")]
+    diagrams = [
+        target
+        for _, target in images
+        if target.startswith("figures/") and target.endswith(".svg")
+    ]
     assert diagrams, f"{path.name}: no diagram (figures/*.svg) in the chapter"
     for alt, target in images:
         assert (path.parent / target).is_file(), f"{path.name}: {target} does not exist"
-        assert len(alt.split()) >= 6 and not alt.endswith((".svg", ".png")), f"{path.name}: alt text of {target}: {alt!r}"
+        assert len(alt.split()) >= 6 and not alt.endswith((".svg", ".png")), (
+            f"{path.name}: alt text of {target}: {alt!r}"
+        )
     nb = json.loads(path.read_text())
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
         if any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
             alt = cell["metadata"].get("mystnb", {}).get("image", {}).get("alt", "")
-            assert len(alt.split()) >= 6, f"{path.name} cell {i}: a plot needs metadata mystnb.image.alt, got {alt!r}"
+            assert len(alt.split()) >= 6, (
+                f"{path.name} cell {i}: a plot needs metadata mystnb.image.alt, got {alt!r}"
+            )
 
 
 def test_every_diagram_is_used_by_a_chapter():
-    used = {Path(target).name for p in CHAPTERS for _, target in IMAGE.findall(markdown(p))}
+    used = {
+        Path(target).name for p in CHAPTERS for _, target in IMAGE.findall(markdown(p))
+    }
     unused = sorted(svg.name for svg in FIGURES.glob("*.svg") if svg.name not in used)
     assert not unused, f"diagrams no chapter shows: {unused}"

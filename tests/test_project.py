@@ -1,4 +1,5 @@
-"""Consistency of the project's files: pins, the Colab cell, the table of contents, the public API."""
+"""Consistency of the project's files: pins, the Colab cell, the table of contents, the
+public API."""
 
 import json
 import re
@@ -15,7 +16,9 @@ CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
 def pins(name):
     lines = (ROOT / name).read_text().splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "-r "))]
+    return [
+        ln.strip() for ln in lines if ln.strip() and not ln.startswith(("#", "-r "))
+    ]
 
 
 def requirement_pins():
@@ -26,15 +29,24 @@ def test_requirements_are_exact_pins_and_torch_is_pinned():
     learner, dev = requirement_pins(), pins("requirements-dev.txt")
     for p in learner + dev:
         assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][A-Za-z0-9_.+\-]*", p), p
-    assert "torch==2.13.0" in learner and any(p.startswith("jupyterlab==") for p in learner)
-    assert "jupyter-book==1.0.4.post1" in dev and "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
-    assert not set(learner) & set(dev), "requirements-dev.txt adds to requirements.txt, it does not repeat it"
+    assert "torch==2.13.0" in learner and any(
+        p.startswith("jupyterlab==") for p in learner
+    )
+    assert (
+        "jupyter-book==1.0.4.post1" in dev
+        and "-r requirements.txt" in (ROOT / "requirements-dev.txt").read_text()
+    )
+    assert not set(learner) & set(dev), (
+        "requirements-dev.txt adds to requirements.txt, it does not repeat it"
+    )
 
 
 def conda_pip(path):
     env = yaml.safe_load(path.read_text())
     assert "python=3.11" in env["dependencies"]
-    return next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return next(
+        d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d
+    )
 
 
 def test_environment_yml_installs_the_same_pins_plus_the_package():
@@ -46,17 +58,23 @@ def test_environment_yml_installs_the_same_pins_plus_the_package():
 def test_binder_installs_the_same_pins_with_cpu_torch_and_the_package_after_the_build():
     pip = conda_pip(ROOT / ".binder" / "environment.yml")
     assert pip[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
-    assert [p.replace("torch==2.13.0+cpu", "torch==2.13.0") for p in pip[1:]] == requirement_pins()
+    assert [
+        p.replace("torch==2.13.0+cpu", "torch==2.13.0") for p in pip[1:]
+    ] == requirement_pins()
     post_build = (ROOT / ".binder" / "postBuild").read_text()
     assert "pip install --no-deps ." in post_build
-    assert (ROOT / ".binder" / "postBuild").stat().st_mode & 0o111, "postBuild must be executable"
+    assert (ROOT / ".binder" / "postBuild").stat().st_mode & 0o111, (
+        "postBuild must be executable"
+    )
 
 
 def test_library_dependencies_are_loose():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     deps = project["dependencies"]
     assert any(d.startswith("torch>=") for d in deps)
-    assert not any("==" in d for d in deps), "pins belong in requirements.txt, not in the library"
+    assert not any("==" in d for d in deps), (
+        "pins belong in requirements.txt, not in the library"
+    )
 
 
 def repository_url():
@@ -77,32 +95,51 @@ def test_every_chapter_starts_with_the_colab_install_of_this_repository():
         nb = json.loads(path.read_text())
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == expected, path.name
-        # hidden on the website (it installs nothing there), kept in the notebook and the download
-        assert "remove-cell" in first_code["metadata"].get("tags", []), f"{path.name}: tag the Colab cell remove-cell"
-        assert first_code["outputs"] == [], f"{path.name}: the Colab cell must print nothing outside Colab"
+        # hidden on the website (it installs nothing there), kept in the notebook and
+        # the download
+        assert "remove-cell" in first_code["metadata"].get("tags", []), (
+            f"{path.name}: tag the Colab cell remove-cell"
+        )
+        assert first_code["outputs"] == [], (
+            f"{path.name}: the Colab cell must print nothing outside Colab"
+        )
 
 
 def test_chapters_are_in_the_toc_and_import_the_library():
     toc = (ROOT / "_toc.yml").read_text()
     for path in CHAPTERS:
         assert f"chapters/{path.stem}" in toc, path.name
-        source = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+        source = "".join(
+            "".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+        )
         assert "import attention_lib as al" in source
-        assert "import matplotlib" not in source, "figures come from attention_lib.plotting"
+        assert "import matplotlib" not in source, (
+            "figures come from attention_lib.plotting"
+        )
 
 
 def test_public_api_is_documented():
     api_page = (ROOT / "book" / "api.md").read_text()
     for name in al.__all__:
         obj = getattr(al, name)
-        assert obj.__doc__ and len(obj.__doc__.strip()) > 20, f"{name} needs a docstring"
-        assert re.search(rf"^\.\. auto(function|class):: {name}$", api_page, re.M), f"{name} is missing from book/api.md"
+        assert obj.__doc__ and len(obj.__doc__.strip()) > 20, (
+            f"{name} needs a docstring"
+        )
+        assert re.search(rf"^\.\. auto(function|class):: {name}$", api_page, re.M), (
+            f"{name} is missing from book/api.md"
+        )
 
 
 def test_every_other_mention_of_the_repository_matches_config():
-    """The URL is written in _config.yml; docs that show it to readers must agree with it."""
+    """The URL is written in _config.yml; docs that show it to readers must agree with
+    it."""
     url = repository_url()
-    for rel in ["README.md", "CONTRIBUTING.md", "pyproject.toml", *(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.md"))]:
+    for rel in [
+        "README.md",
+        "CONTRIBUTING.md",
+        "pyproject.toml",
+        *(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("*.md")),
+    ]:
         text = (ROOT / rel).read_text()
         for found in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", text):
             assert found == url, f"{rel} mentions {found}, but _config.yml says {url}"

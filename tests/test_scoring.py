@@ -10,8 +10,14 @@ from tolerances import TOL
 
 
 def toy():
-    """The notes' toy example: queries (2, 1, 2), keys (2, 10, 2), values (2, 10, 4), valid_lens [2, 6]."""
-    return torch.randn(2, 1, 2), torch.randn(2, 10, 2), torch.randn(2, 10, 4), torch.tensor([2, 6])
+    """The notes' toy example: queries (2, 1, 2), keys (2, 10, 2), values (2, 10, 4),
+    valid_lens [2, 6]."""
+    return (
+        torch.randn(2, 1, 2),
+        torch.randn(2, 10, 2),
+        torch.randn(2, 10, 4),
+        torch.tensor([2, 6]),
+    )
 
 
 def test_dot_product_notes_example():
@@ -27,19 +33,29 @@ def test_dot_product_notes_example():
 @pytest.mark.parametrize("shape", [(2, 3, 5, 4, 6), (1, 1, 1, 8, 3), (3, 7, 2, 5, 5)])
 def test_dot_product_matches_sdpa(dtype, shape):
     B, Q, K, D, Dv = shape
-    q, k, v = torch.randn(B, Q, D, dtype=dtype), torch.randn(B, K, D, dtype=dtype), torch.randn(B, K, Dv, dtype=dtype)
+    q, k, v = (
+        torch.randn(B, Q, D, dtype=dtype),
+        torch.randn(B, K, D, dtype=dtype),
+        torch.randn(B, K, Dv, dtype=dtype),
+    )
     out, w = al.dot_product_attention(q, k, v)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v), **TOL[dtype])
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v), **TOL[dtype]
+    )
     mask = torch.rand(B, Q, K) > 0.5
     mask[..., 0] = True
     out, _ = al.dot_product_attention(q, k, v, mask=mask)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL[dtype])
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL[dtype]
+    )
 
 
 def test_dot_product_causal_and_heads_match_sdpa():
     q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8)
     out, _ = al.dot_product_attention(q, k, v, mask=al.causal_mask(6))
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    torch.testing.assert_close(
+        out, F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    )
     out, _ = al.dot_product_attention(q, k, v, scale=0.3)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=0.3))
 
@@ -74,13 +90,16 @@ def test_additive_matches_notes_002_listing_on_its_own_globals():
         ours.W_k.weight.copy_(theirs.linear_k.weight)
         ours.w_v.weight.copy_(theirs.dense.weight)
     torch.testing.assert_close(ours(Q, K, V), theirs(Q, K, V))
-    with pytest.raises(RuntimeError):  # the notes' class reads batch_size etc. from globals
+    with pytest.raises(
+        RuntimeError
+    ):  # the notes' class reads batch_size etc. from globals
         theirs(Q[:2], K[:2], V[:2])
     assert ours(Q[:2], K[:2], V[:2]).shape == (2, 10, 5)
 
 
 def test_additive_concat_form_of_notes_000():
-    """W [s; h] = W_q s + W_k h: the notes' concat listing is additive attention with a split weight."""
+    """W [s; h] = W_q s + W_k h: the notes' concat listing is additive attention with a
+    split weight."""
     enc, dec = 6, 5
     theirs = notes.Seed000Attention(enc, dec)
     hidden_dec, last_layer_enc = torch.randn(3, 4, dec), torch.randn(3, 7, 2 * enc)
@@ -89,9 +108,13 @@ def test_additive_concat_form_of_notes_000():
         ours.W_q.weight.copy_(theirs.W.weight[:, :dec])
         ours.W_k.weight.copy_(theirs.W.weight[:, dec:])
         ours.w_v.weight.copy_(theirs.V[None, :])
-    query = hidden_dec[:, -1:, :]  # the listing attends with the decoder's last state only
+    query = hidden_dec[
+        :, -1:, :
+    ]  # the listing attends with the decoder's last state only
     ours(query, last_layer_enc, last_layer_enc)
-    torch.testing.assert_close(ours.attention_weights[:, 0], theirs(hidden_dec, last_layer_enc))
+    torch.testing.assert_close(
+        ours.attention_weights[:, 0], theirs(hidden_dec, last_layer_enc)
+    )
 
 
 def test_additive_functional_source_is_what_the_module_runs():
@@ -125,9 +148,14 @@ def test_dropout_only_in_training():
 
 def test_scoring_bad_input():
     q, k, v, lens = toy()
-    with pytest.raises(ValueError, match=r"same width D for a dot product: got queries \(2, 1, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"same width D for a dot product: got queries \(2, 1, 3\)"
+    ):
         al.dot_product_attention(torch.randn(2, 1, 3), k, v)
-    with pytest.raises(ValueError, match=r"same number of pairs K: got keys \(2, 10, 2\) \(K=10\) and values"):
+    with pytest.raises(
+        ValueError,
+        match=r"same number of pairs K: got keys \(2, 10, 2\) \(K=10\) and values",
+    ):
         al.dot_product_attention(q, k, v[:, :9])
     with pytest.raises(ValueError, match="batch size B=2"):
         al.DotProductAttention()(q, k, v, torch.tensor([1, 2, 3]))

@@ -23,7 +23,9 @@ def test_matches_notes_004_single_head_and_fused_qkv():
     with torch.no_grad():
         for a, b in (("W_q", "fc_q"), ("W_k", "fc_k"), ("W_v", "fc_v")):
             getattr(ours, a).load_state_dict(getattr(theirs, b).state_dict())
-        fused.qkv.weight.copy_(torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight]))
+        fused.qkv.weight.copy_(
+            torch.cat([ours.W_q.weight, ours.W_k.weight, ours.W_v.weight])
+        )
         fused.qkv.bias.copy_(torch.cat([ours.W_q.bias, ours.W_k.bias, ours.W_v.bias]))
     x = torch.randn(2, 5, E)
     keep = al.causal_mask(5)
@@ -47,14 +49,19 @@ def test_fused_path_equals_readable_path(bias):
 
 @pytest.mark.parametrize("masked", [False, True])
 def test_fused_path_uses_the_flash_kernel(masked):
-    """SDPA's flash CPU kernel needs 4-D inputs; the fused path must reach it (memory linear in n), not fall
-    back to the math kernel that materialises the (n, n) scores."""
+    """SDPA's flash CPU kernel needs 4-D inputs; the fused path must reach it (memory
+    linear in n), not fall back to the math kernel that materialises the (n, n) scores.
+    """
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     m = al.SelfAttention(8, 8).eval()
     x = torch.randn(2, 6, 8)
-    kwargs = dict(valid_lens=torch.tensor([6, 3]), mask=al.causal_mask(6)) if masked else {}
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # raises if the call cannot use flash attention
+    kwargs = (
+        dict(valid_lens=torch.tensor([6, 3]), mask=al.causal_mask(6)) if masked else {}
+    )
+    with sdpa_kernel(
+        SDPBackend.FLASH_ATTENTION
+    ):  # raises if the call cannot use flash attention
         fused = m(x, **kwargs, need_weights=False)
     torch.testing.assert_close(fused, m(x, **kwargs), atol=1e-5, rtol=1e-5)
 
@@ -64,7 +71,9 @@ def test_fused_path_mask_shapes(mask_shape):
     m = al.SelfAttention(8, 4).eval()
     x = torch.randn(2, 6, 8)
     mask = torch.rand(mask_shape) > 0.3
-    torch.testing.assert_close(m(x, mask=mask, need_weights=False), m(x, mask=mask), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        m(x, mask=mask, need_weights=False), m(x, mask=mask), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_permutation_equivariance_and_positional_encoding():
@@ -78,7 +87,10 @@ def test_permutation_equivariance_and_positional_encoding():
 
 def test_positional_encoding_matches_d2l(d2l):
     for E in (8, 32):
-        ours, theirs = al.PositionalEncoding(E, max_len=60).eval(), d2l.PositionalEncoding(E, 0.0, max_len=60).eval()
+        ours, theirs = (
+            al.PositionalEncoding(E, max_len=60).eval(),
+            d2l.PositionalEncoding(E, 0.0, max_len=60).eval(),
+        )
         x = torch.randn(2, 50, E)
         torch.testing.assert_close(ours(x), theirs(x))
         torch.testing.assert_close(ours.P, theirs.P)
@@ -111,11 +123,20 @@ def test_training_dropout_both_paths():
 
 def test_self_attention_bad_input():
     m = al.SelfAttention(8, 4)
-    with pytest.raises(ValueError, match=r"expected last dimension 8 \(d_in of this SelfAttention\), got 6"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected last dimension 8 \(d_in of this SelfAttention\), got 6",
+    ):
         m(torch.randn(2, 3, 6))
-    with pytest.raises(ValueError, match=r"3-D tensor of shape \(B, n, d_in\), got shape \(3, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"3-D tensor of shape \(B, n, d_in\), got shape \(3, 8\)"
+    ):
         m(torch.randn(3, 8))
-    with pytest.raises(ValueError, match=r"at most max_len=10 positions, got positions 0 \.\. 10"):
+    with pytest.raises(
+        ValueError, match=r"at most max_len=10 positions, got positions 0 \.\. 10"
+    ):
         al.PositionalEncoding(4, max_len=10)(torch.randn(1, 11, 4))
-    with pytest.raises(ValueError, match=r"num_hiddens of this PositionalEncoding\), got 3"):
+    with pytest.raises(
+        ValueError, match=r"num_hiddens of this PositionalEncoding\), got 3"
+    ):
         al.PositionalEncoding(4)(torch.randn(1, 2, 3))

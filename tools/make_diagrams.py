@@ -1,14 +1,18 @@
-"""Draw every diagram of the course from its source in ``tools/diagrams/chNN.py`` into ``chapters/figures/``.
+"""Draw every diagram of the course from its source in ``tools/diagrams/chNN.py`` into
+``chapters/figures/``.
 
 Usage:
-    python tools/make_diagrams.py            # (re)write every SVG
-    python tools/make_diagrams.py --preview DIR [STEM ...]   # PNG previews (to look at), nothing committed
-    python tools/make_diagrams.py --check    # draw into a temporary folder and compare bytes with the
-                                             # committed files (exit 1 and list the differences)
+    python tools/make_diagrams.py            # (re)write every SVG python
+    tools/make_diagrams.py --preview DIR [STEM ...]   # PNG previews (to look at),
+    nothing committed python tools/make_diagrams.py --check    # draw into a temporary
+    folder and compare bytes with the
+                                             # committed files (exit 1 and list the
+                                             differences)
 
-Each module ``tools/diagrams/chNN.py`` defines ``DIAGRAMS``, a dict mapping a file stem (``"ch05_sdpa_block"``)
-to a function that takes the output path and draws it with :mod:`tools.diagrams.style`. Never edit an SVG by
-hand: change its source and run ``make diagrams``.
+Each module ``tools/diagrams/chNN.py`` defines ``DIAGRAMS``, a dict mapping a file stem
+(``"ch05_sdpa_block"``) to a function that takes the output path and draws it with
+:mod:`tools.diagrams.style`. Never edit an SVG by hand: change its source and run ``make
+diagrams``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ def all_diagrams() -> dict:
     return found
 
 
-def draw_all(folder: Path, suffix: str = ".svg", only: list[str] | None = None) -> list[Path]:
+def draw_all(
+    folder: Path, suffix: str = ".svg", only: list[str] | None = None
+) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for stem, draw in all_diagrams().items():
@@ -47,22 +53,37 @@ def draw_all(folder: Path, suffix: str = ".svg", only: list[str] | None = None) 
 
 
 def check() -> list[str]:
-    """The differences between the committed SVGs and what their sources draw now (empty when in step)."""
+    """The differences between the committed SVGs and what their sources draw now (empty
+    when in step)."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh = {p.name: p.read_bytes() for p in draw_all(Path(tmp))}
     committed = {p.name: p.read_bytes() for p in OUT.glob("*.svg")}
-    problems = [f"{name}: drawn by a source but not committed (run make diagrams)" for name in fresh
-                if name not in committed]
-    problems += [f"{name}: committed but no source draws it (remove it)" for name in committed if name not in fresh]
-    problems += [f"{name}: differs from what its source draws (run make diagrams)" for name in fresh
-                 if name in committed and committed[name] != fresh[name]]
+    problems = [
+        f"{name}: drawn by a source but not committed (run make diagrams)"
+        for name in fresh
+        if name not in committed
+    ]
+    problems += [
+        f"{name}: committed but no source draws it (remove it)"
+        for name in committed
+        if name not in fresh
+    ]
+    problems += [
+        f"{name}: differs from what its source draws (run make diagrams)"
+        for name in fresh
+        if name in committed and committed[name] != fresh[name]
+    ]
     return sorted(problems)
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--check"]:
         problems = check()
-        print("\n".join(problems) if problems else "every diagram is what its source draws")
+        print(
+            "\n".join(problems)
+            if problems
+            else "every diagram is what its source draws"
+        )
         return 1 if problems else 0
     if argv[:1] == ["--preview"] and len(argv) >= 2:
         for path in draw_all(Path(argv[1]), ".png", argv[2:]):

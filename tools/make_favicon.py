@@ -1,7 +1,8 @@
-"""Write favicon.ico (the same 3x3 attention-heatmap drawing as book/_static/favicon.svg) for the site root.
+"""Write favicon.ico (the same 3x3 attention-heatmap drawing as
+book/_static/favicon.svg) for the site root.
 
-Browsers ask for /favicon.ico on pages without an icon link, such as Jupyter Book's root redirect page.
-Usage: python tools/make_favicon.py OUT_DIR
+Browsers ask for /favicon.ico on pages without an icon link, such as Jupyter Book's root
+redirect page. Usage: python tools/make_favicon.py OUT_DIR
 """
 
 import sys
@@ -9,7 +10,11 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-COLOURS = [["#67000d", "#fcbba1", "#fee0d2"], ["#fc9272", "#a50f15", "#fcbba1"], ["#fee0d2", "#fc9272", "#67000d"]]
+COLOURS = [
+    ["#67000d", "#fcbba1", "#fee0d2"],
+    ["#fc9272", "#a50f15", "#fcbba1"],
+    ["#fee0d2", "#fc9272", "#67000d"],
+]
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""Fixtures for the website checks: the built site served on loopback, and Chromium driven by Playwright."""
+"""Fixtures for the website checks: the built site served on loopback, and Chromium
+driven by Playwright."""
 
 import functools
 import http.server
@@ -10,8 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
-# Debian's chromium where there is one (Linux, CI); otherwise None: Playwright's own Chromium, which
-# `make browser-deps` installs with `playwright install chromium` on systems without apt-get (macOS).
+# Debian's chromium where there is one (Linux, CI); otherwise None: Playwright's own
+# Chromium, which `make browser-deps` installs with `playwright install chromium` on
+# systems without apt-get (macOS).
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -23,7 +25,9 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="session")
 def site_url():
     if not (HTML / "index.html").exists():
-        pytest.fail("_build/html is missing: `make test` builds the book before these checks")
+        pytest.fail(
+            "_build/html is missing: `make test` builds the book before these checks"
+        )
     handler = functools.partial(QuietHandler, directory=str(HTML))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -39,8 +43,16 @@ def browser():
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-dev-shm-usage",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         yield browser
         browser.close()

@@ -1,10 +1,11 @@
 """The website as a reader gets it, checked in headless Chromium.
 
-For every page of ``_toc.yml``: it loads with status 200, logs no console error, every request it makes is for
-the site itself (a request to any other host fails the test) and succeeds, its math is typeset by the
-site's own MathJax with no raw TeX left, and every image loads. Chapter pages carry a Colab link to the
-chapter's notebook in the repository. Search finds each chapter. A screenshot of every page, in light and in
-dark mode, is saved under ``artifacts/screenshots/``.
+For every page of ``_toc.yml``: it loads with status 200, logs no console error, every
+request it makes is for the site itself (a request to any other host fails the test) and
+succeeds, its math is typeset by the site's own MathJax with no raw TeX left, and every
+image loads. Chapter pages carry a Colab link to the chapter's notebook in the
+repository. Search finds each chapter. A screenshot of every page, in light and in dark
+mode, is saved under ``artifacts/screenshots/``.
 """
 
 import json
@@ -26,7 +27,9 @@ REPO = CONFIG["repository"]["url"].removeprefix("https://github.com/")
 
 def visit(browser, url: str, scheme: str = "light"):
     """Open ``url`` and collect everything that went wrong while it loaded."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, color_scheme=scheme
+    )
     problems = []
 
     def route(r):
@@ -38,13 +41,26 @@ def visit(browser, url: str, scheme: str = "light"):
 
     context.route("**/*", route)
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
+    page.on(
+        "console",
+        lambda m: m.type == "error" and problems.append(f"console error: {m.text}"),
+    )
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
-    page.on("response", lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"))
+    page.on(
+        "requestfailed",
+        lambda r: problems.append(f"request failed: {r.url} ({r.failure})"),
+    )
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and problems.append(f"HTTP {r.status}: {r.url}"),
+    )
     response = page.goto(url, wait_until="networkidle")
-    assert response is not None and response.status == 200, f"{url}: status {response and response.status}"
-    page.wait_for_function("() => window.MathJax === undefined || (MathJax.startup && MathJax.startup.promise)")
+    assert response is not None and response.status == 200, (
+        f"{url}: status {response and response.status}"
+    )
+    page.wait_for_function(
+        "() => window.MathJax === undefined || (MathJax.startup && MathJax.startup.promise)"
+    )
     page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
     return context, page, problems
 
@@ -71,29 +87,61 @@ def test_page(browser, site_url, doc):
             "() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
         )
         assert not broken, f"{doc}: images that did not load: {broken}"
-        # Every image says what it shows: a screen reader reads the alt text (myst-nb's default is a file path).
-        alts = page.eval_on_selector_all(".bd-article img", "els => els.map(e => [e.getAttribute('src'), e.alt])")
-        undescribed = [(src, alt) for src, alt in alts
-                       if len(alt.split()) < 4 or alt.endswith((".png", ".svg")) or "/" in alt.split()[0]]
-        assert not undescribed, f"{doc}: images without a meaningful alt text: {undescribed[:5]}"
-        # One search field, and no header bar above the page (it held only a second search field).
+        # Every image says what it shows: a screen reader reads the alt text (myst-nb's
+        # default is a file path).
+        alts = page.eval_on_selector_all(
+            ".bd-article img", "els => els.map(e => [e.getAttribute('src'), e.alt])"
+        )
+        undescribed = [
+            (src, alt)
+            for src, alt in alts
+            if len(alt.split()) < 4
+            or alt.endswith((".png", ".svg"))
+            or "/" in alt.split()[0]
+        ]
+        assert not undescribed, (
+            f"{doc}: images without a meaningful alt text: {undescribed[:5]}"
+        )
+        # One search field, and no header bar above the page (it held only a second
+        # search field).
         searches = page.eval_on_selector_all(
             "button.search-button-field, .bd-search input",
-            "els => els.filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length")
+            "els => els.filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length",
+        )
         assert searches == 1, f"{doc}: {searches} visible search fields at 1280 px"
-        assert page.evaluate("() => document.querySelector('#pst-header').getBoundingClientRect().height") == 0
-        if doc.startswith("chapters/"):  # the Colab install cell is in the notebook (and the download), not the page
-            assert "google.colab" not in page.inner_text(".bd-article"), f"{doc}: the Colab install cell is shown"
+        assert (
+            page.evaluate(
+                "() => document.querySelector('#pst-header').getBoundingClientRect().height"
+            )
+            == 0
+        )
+        if doc.startswith(
+            "chapters/"
+        ):  # the Colab install cell is in the notebook (and the download), not the page
+            assert "google.colab" not in page.inner_text(".bd-article"), (
+                f"{doc}: the Colab install cell is shown"
+            )
         if doc.startswith("chapters/"):
-            colab = page.eval_on_selector_all("a[href*='colab.research.google.com']", "els => els.map(e => e.href)")
-            expected = f"https://colab.research.google.com/github/{REPO}/blob/main/{doc}.ipynb"
-            assert expected in colab, f"{doc}: no Colab link to {expected} (found {colab})"
+            colab = page.eval_on_selector_all(
+                "a[href*='colab.research.google.com']", "els => els.map(e => e.href)"
+            )
+            expected = (
+                f"https://colab.research.google.com/github/{REPO}/blob/main/{doc}.ipynb"
+            )
+            assert expected in colab, (
+                f"{doc}: no Colab link to {expected} (found {colab})"
+            )
             assert (ROOT / f"{doc}.ipynb").exists()
-            binder = page.eval_on_selector_all("a[href*='mybinder.org']", "els => els.map(e => e.href)")
+            binder = page.eval_on_selector_all(
+                "a[href*='mybinder.org']", "els => els.map(e => e.href)"
+            )
             assert any(f"{doc}.ipynb" in b for b in binder), f"{doc}: no Binder link"
-            assert page.query_selector(f"a[href$='{doc.split('/')[-1]}.ipynb'][download], a[href*='_sources/{doc}.ipynb']"), \
-                f"{doc}: no .ipynb download button"
-        assert page.query_selector(f"a[href='{CONFIG['repository']['url']}']"), f"{doc}: no repository button"
+            assert page.query_selector(
+                f"a[href$='{doc.split('/')[-1]}.ipynb'][download], a[href*='_sources/{doc}.ipynb']"
+            ), f"{doc}: no .ipynb download button"
+        assert page.query_selector(f"a[href='{CONFIG['repository']['url']}']"), (
+            f"{doc}: no repository button"
+        )
         assert page.query_selector("a[href*='/issues/new']"), f"{doc}: no issues button"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         name = doc.replace("/", "__")
@@ -142,8 +190,12 @@ def test_search_finds_chapter(browser, site_url, doc, word):
     context, page, problems = visit(browser, f"{site_url}/search.html?q={word}")
     try:
         page.wait_for_selector("#search-results ul li a", timeout=20_000)
-        hits = page.eval_on_selector_all("#search-results ul li a", "els => els.map(e => e.getAttribute('href'))")
-        assert any(doc in h for h in hits), f"search for {word!r} did not return {doc}: {json.dumps(hits[:10])}"
+        hits = page.eval_on_selector_all(
+            "#search-results ul li a", "els => els.map(e => e.getAttribute('href'))"
+        )
+        assert any(doc in h for h in hits), (
+            f"search for {word!r} did not return {doc}: {json.dumps(hits[:10])}"
+        )
         assert not problems, "\n".join(problems)
     finally:
         context.close()

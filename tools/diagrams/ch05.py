@@ -1,7 +1,9 @@
-"""Diagrams of chapter 5 (scaled dot-product attention): the block, with the shape of every tensor on the arrows.
+"""Diagrams of chapter 5 (scaled dot-product attention): the block, with the shape of
+every tensor on the arrows.
 
-MatMul (queries with the transposed keys) -> scale by 1/sqrt(D) -> mask (optional) -> softmax over the keys ->
-MatMul with the values, as in Vaswani et al.'s figure 2 (left), drawn top to bottom in the course's colours.
+MatMul (queries with the transposed keys) -> scale by 1/sqrt(D) -> mask (optional) ->
+softmax over the keys -> MatMul with the values, as in Vaswani et al.'s figure 2 (left),
+drawn top to bottom in the course's colours.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from tools.diagrams.style import SHAPE_SIZE, Diagram, colours
 
 
 def draw_sdpa_block(path):
-    """queries, keys -> QK^T -> / sqrt(D) -> mask -> softmax -> @ values -> output, shapes on every arrow."""
+    """queries, keys -> QK^T -> / sqrt(D) -> mask -> softmax -> @ values -> output,
+    shapes on every arrow."""
     width, height = 22.0, 30.6
     d = Diagram(width, height)
     d.title("Scaled dot-product attention")
@@ -21,15 +24,21 @@ def draw_sdpa_block(path):
 
     # inputs
     y_in, w_in, h_in = height - 4.2, 5.0, 1.5
-    q = d.box(cx - 3.6 - w_in / 2, y_in, w_in, h_in, r"queries $\mathbf{Q}$", role="query")
+    q = d.box(
+        cx - 3.6 - w_in / 2, y_in, w_in, h_in, r"queries $\mathbf{Q}$", role="query"
+    )
     k = d.box(cx + 3.6 - w_in / 2, y_in, w_in, h_in, r"keys $\mathbf{K}$", role="key")
     v = d.box(width - 0.9 - 4.6, y_in, 4.6, h_in, r"values $\mathbf{V}$", role="value")
 
     # 1. MatMul Q K^T
     y1 = y_in - 3.6
     m1 = d.box(x0, y1, bw, bh, r"MatMul: $\mathbf{Q}\,\mathbf{K}^\top$", role="neutral")
-    d.arrow(q["bottom"], (cx - 1.8, y1 + bh), shape="(B, Q, D)", side="left", role="query")
-    d.arrow(k["bottom"], (cx + 1.8, y1 + bh), shape="(B, K, D)", side="right", role="key")
+    d.arrow(
+        q["bottom"], (cx - 1.8, y1 + bh), shape="(B, Q, D)", side="left", role="query"
+    )
+    d.arrow(
+        k["bottom"], (cx + 1.8, y1 + bh), shape="(B, K, D)", side="right", role="key"
+    )
 
     # 2. scale, 3. mask, 4. softmax: every arrow carries a (B, Q, K) tensor
     gap = 2.4
@@ -40,10 +49,14 @@ def draw_sdpa_block(path):
     s3 = d.box(x0, y3 - 0.5, bw, bh + 0.5, "", role="mask", dashed=True)
     d.text(cx, y3 + 0.55, "mask (optional)")
     d.text(cx, y3 - 0.15, r"masked keys' scores $\to -\infty$", size=SHAPE_SIZE + 0.5)
-    d.arrow(s2["bottom"], s3["top"], label="scaled scores", shape="(B, Q, K)", role="score")
+    d.arrow(
+        s2["bottom"], s3["top"], label="scaled scores", shape="(B, Q, K)", role="score"
+    )
     y4 = y3 - 0.5 - gap - bh
     s4 = d.box(x0, y4, bw, bh, "softmax over the K keys", role="neutral")
-    d.arrow(s3["bottom"], s4["top"], label="masked scores", shape="(B, Q, K)", role="score")
+    d.arrow(
+        s3["bottom"], s4["top"], label="masked scores", shape="(B, Q, K)", role="score"
+    )
 
     # 5. MatMul with the values, which come down the right-hand side
     y5 = y4 - gap - bh
@@ -52,15 +65,32 @@ def draw_sdpa_block(path):
     vx = v["bottom"][0]
     d.line([v["bottom"], (vx, m5["right"][1])], role="value", lw=1.4)
     d.arrow((vx, m5["right"][1]), m5["right"], role="value")
-    d.shape(vx - 0.25, (v["bottom"][1] + m5["right"][1]) / 2, "(B, K, Dv)", ha="right", color=colours("value")[0])
+    d.shape(
+        vx - 0.25,
+        (v["bottom"][1] + m5["right"][1]) / 2,
+        "(B, K, Dv)",
+        ha="right",
+        color=colours("value")[0],
+    )
 
     # output
     y6 = y5 - gap - bh
     out = d.box(cx - 3.0, y6, 6.0, bh, "output", role="output")
     d.arrow(m5["bottom"], out["top"], shape="(B, Q, Dv)", role="output")
 
-    d.legend(1.0, 1.1, [("query", "query"), ("key", "key"), ("value", "value"), ("score", "score"),
-                        ("weight", "weight"), ("output", "output"), ("mask", "mask")])
+    d.legend(
+        1.0,
+        1.1,
+        [
+            ("query", "query"),
+            ("key", "key"),
+            ("value", "value"),
+            ("score", "score"),
+            ("weight", "weight"),
+            ("output", "output"),
+            ("mask", "mask"),
+        ],
+    )
     d.save(path)
 
 

@@ -1,4 +1,5 @@
-"""Diagram of chapter 9 (watch attention learn a lookup): the tiny decoder-only model ``al.TinyDecoder``."""
+"""Diagram of chapter 9 (watch attention learn a lookup): the tiny decoder-only model
+``al.TinyDecoder``."""
 
 from __future__ import annotations
 
@@ -9,17 +10,29 @@ from tools.diagrams.style import SHAPE_SIZE, Diagram, colours
 
 def _frame(d, x, y, w, h, label):
     """A dashed, rounded frame around the repeated block, its label at the top left."""
-    d.ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=0.35", fill=False,
-                                  edgecolor=colours("mask")[0], linewidth=1.2, linestyle="--", zorder=1))
+    d.ax.add_patch(
+        FancyBboxPatch(
+            (x, y),
+            w,
+            h,
+            boxstyle="round,pad=0,rounding_size=0.35",
+            fill=False,
+            edgecolor=colours("mask")[0],
+            linewidth=1.2,
+            linestyle="--",
+            zorder=1,
+        )
+    )
     d.text(x + 0.35, y + h - 0.45, label, ha="left", weight="bold", size=SHAPE_SIZE + 1)
 
 
 def draw_tiny_decoder(path):
-    """tokens -> embedding + positions -> L x [LN -> causal GQA (+ KV cache) -> +; LN -> MLP -> +] -> LN -> Linear."""
+    """tokens -> embedding + positions -> L x [LN -> causal GQA (+ KV cache) -> +; LN ->
+    MLP -> +] -> LN -> Linear."""
     width, height = 26.5, 36.0
-    cx, bw, bh = 9.4, 12.4, 1.3       # centre of the main column, box width and height
+    cx, bw, bh = 9.4, 12.4, 1.3  # centre of the main column, box width and height
     left = cx - bw / 2
-    res_x = left - 1.5                # x of the residual (skip) lines
+    res_x = left - 1.5  # x of the residual (skip) lines
     d = Diagram(width, height)
     d.title("al.TinyDecoder: a decoder-only Transformer")
 
@@ -27,21 +40,38 @@ def draw_tiny_decoder(path):
         return d.box(left, y, bw, h, label, role=role, shape=shape)
 
     tokens = box(32.0, "tokens (token ids)", role="neutral", shape="(B, n)", h=1.6)
-    embed = box(29.2, "embedding + positional encoding", shape="positions offset .. offset + n - 1", h=1.6)
+    embed = box(
+        29.2,
+        "embedding + positional encoding",
+        shape="positions offset .. offset + n - 1",
+        h=1.6,
+    )
     d.arrow(tokens["bottom"], embed["top"])
 
     # the repeated block
     top, bottom = 27.2, 8.3
     frame_x = res_x - 0.9
     _frame(d, frame_x, bottom, (width - 0.6) - frame_x, top - bottom, "")
-    d.text(width - 1.0, bottom + 0.5, "× L blocks (num_layers)", ha="right", weight="bold", size=SHAPE_SIZE + 1)
+    d.text(
+        width - 1.0,
+        bottom + 0.5,
+        "× L blocks (num_layers)",
+        ha="right",
+        weight="bold",
+        size=SHAPE_SIZE + 1,
+    )
     d.arrow(embed["bottom"], (cx, top - 1.0), shape="(B, n, E)", side="right")
 
     # attention sub-block: X + GQA(LN(X))
     split1 = (cx, top - 1.0)
     ln1 = box(23.6, "LayerNorm")
-    attn = box(19.9, "causal grouped-query attention", role="param", shape="H query heads, Hkv key/value heads",
-               h=1.8)
+    attn = box(
+        19.9,
+        "causal grouped-query attention",
+        role="param",
+        shape="H query heads, Hkv key/value heads",
+        h=1.8,
+    )
     add1 = d.op(cx, 17.6, "+")
     d.arrow(split1, ln1["top"])
     d.arrow(ln1["bottom"], attn["top"], shape="(B, n, E)", side="right")
@@ -57,8 +87,20 @@ def draw_tiny_decoder(path):
     d.box(kx, 20.9, kw, 1.2, "cached keys", role="key")
     d.box(kx, 19.1, kw, 1.2, "cached values", role="value")
     d.shape(kx + kw / 2, 18.2, "(B, Hkv, T, d) each")
-    d.arrow((attn["right"][0], 21.25), (kx - 0.4, 21.25), dashed=True, label="append n", side="above")
-    d.arrow((kx - 0.4, 20.2), (attn["right"][0], 20.2), dashed=True, label="read all T", side="below")
+    d.arrow(
+        (attn["right"][0], 21.25),
+        (kx - 0.4, 21.25),
+        dashed=True,
+        label="append n",
+        side="above",
+    )
+    d.arrow(
+        (kx - 0.4, 20.2),
+        (attn["right"][0], 20.2),
+        dashed=True,
+        label="read all T",
+        side="below",
+    )
 
     # MLP sub-block: X + MLP(LN(X))
     split2 = (cx, 16.5)
@@ -75,29 +117,53 @@ def draw_tiny_decoder(path):
     # the head
     ln3 = box(5.5, "LayerNorm")
     head = box(3.3, "Linear E → V")
-    logits = d.box(left, 0.9, bw, 1.5, "logits: one score per token id", role="output", shape="(B, n, V)")
+    logits = d.box(
+        left,
+        0.9,
+        bw,
+        1.5,
+        "logits: one score per token id",
+        role="output",
+        shape="(B, n, V)",
+    )
     d.arrow(add2["bottom"], ln3["top"], shape="(B, n, E)", side="right")
     d.arrow(ln3["bottom"], head["top"])
     d.arrow(head["bottom"], logits["top"])
 
-    for i, (role, name) in enumerate([("param", "learned layer"), ("key", "cached keys"),
-                                      ("value", "cached values"), ("output", "output")]):
+    for i, (role, name) in enumerate(
+        [
+            ("param", "learned layer"),
+            ("key", "cached keys"),
+            ("value", "cached values"),
+            ("output", "output"),
+        ]
+    ):
         d.legend(18.6, 6.6 - 0.95 * i, [(role, name)])
     d.save(path)
 
 
 def draw_mqar_example(path):
-    """One MQAR sequence: six record tokens (key and value in one token), then question/answer pairs; the question
-    k0? attends to the record holding key 0 and the model predicts that record's value as the next token."""
-    records = [("k2", "v0"), ("k3", "v4"), ("k4", "v2"), ("k6", "v1"), ("k0", "v6"), ("k5", "v7")]
+    """One MQAR sequence: six record tokens (key and value in one token), then
+    question/answer pairs; the question k0? attends to the record holding key 0 and the
+    model predicts that record's value as the next token."""
+    records = [
+        ("k2", "v0"),
+        ("k3", "v4"),
+        ("k4", "v2"),
+        ("k6", "v1"),
+        ("k0", "v6"),
+        ("k5", "v7"),
+    ]
     qa = [("k0?", "v6"), ("k2?", "v0")]
-    c, gap = 2.0, 0.2                # token width, space between tokens
-    x0, y0 = 1.2, 5.4                # lower-left corner of the first token
+    c, gap = 2.0, 0.2  # token width, space between tokens
+    x0, y0 = 1.2, 5.4  # lower-left corner of the first token
     width, height = 28.5, 12.2
     d = Diagram(width, height)
     d.title("One MQAR sequence: a database, then questions")
 
-    def tx(i):  # left edge of token i (an extra gap between the records and the questions)
+    def tx(
+        i,
+    ):  # left edge of token i (an extra gap between the records and the questions)
         return x0 + i * (c + gap) + (0.5 if i >= len(records) else 0.0)
 
     for i, (k, v) in enumerate(records):
@@ -113,23 +179,57 @@ def draw_mqar_example(path):
     d.text(end + 0.1, y0 + 1.0, "…", ha="left", size=16)
     d.text(end + 0.1, y0 - 0.45, "position", ha="left", size=SHAPE_SIZE)
 
-    d.brace_label(tx(0), tx(len(records) - 1) + c, y0 - 1.1, "6 records, one token each: (key, value)")
-    d.brace_label(tx(len(records)), tx(n_shown - 1) + c, y0 - 1.1, "questions and answers")
+    d.brace_label(
+        tx(0),
+        tx(len(records) - 1) + c,
+        y0 - 1.1,
+        "6 records, one token each: (key, value)",
+    )
+    d.brace_label(
+        tx(len(records)), tx(n_shown - 1) + c, y0 - 1.1, "questions and answers"
+    )
 
-    # the lookup: question k0? (position 6) attends to the record holding key 0 (position 4) ...
-    d.arrow((tx(6) + c * 0.35, y0 + 2.0), (tx(4) + c / 2, y0 + 2.05), rad=0.5, role="weight")
-    d.text(tx(5) + c / 2, y0 + 3.75, "attends to the record of key 0", size=SHAPE_SIZE + 0.5,
-           color="#D55E00")
-    # ... and the model's next-token prediction at position 6 must be that record's value
+    # the lookup: question k0? (position 6) attends to the record holding key 0
+    # (position 4) ...
+    d.arrow(
+        (tx(6) + c * 0.35, y0 + 2.0), (tx(4) + c / 2, y0 + 2.05), rad=0.5, role="weight"
+    )
+    d.text(
+        tx(5) + c / 2,
+        y0 + 3.75,
+        "attends to the record of key 0",
+        size=SHAPE_SIZE + 0.5,
+        color="#D55E00",
+    )
+    # ... and the model's next-token prediction at position 6 must be that record's
+    # value
     d.arrow((tx(6) + c * 0.7, y0 + 2.0), (tx(7) + c * 0.4, y0 + 2.05), rad=-0.8)
     d.text(tx(7) + c * 0.4, y0 + 3.0, "predicts v6", ha="left", size=SHAPE_SIZE + 0.5)
-    d.text(width / 2, 2.45, "The loss counts only the answer positions (the next token after each question).",
-           size=SHAPE_SIZE + 0.5)
-    d.text(width / 2, 1.85, "Keys and values are drawn afresh for every sequence: nothing to memorise.",
-           size=SHAPE_SIZE + 0.5)
-    d.legend(4.2, 0.85, [("key", "key"), ("value", "value"), ("query", "question"), ("output", "answer"),
-                         ("weight", "attention")])
+    d.text(
+        width / 2,
+        2.45,
+        "The loss counts only the answer positions (the next token after each question).",
+        size=SHAPE_SIZE + 0.5,
+    )
+    d.text(
+        width / 2,
+        1.85,
+        "Keys and values are drawn afresh for every sequence: nothing to memorise.",
+        size=SHAPE_SIZE + 0.5,
+    )
+    d.legend(
+        4.2,
+        0.85,
+        [
+            ("key", "key"),
+            ("value", "value"),
+            ("query", "question"),
+            ("output", "answer"),
+            ("weight", "attention"),
+        ],
+    )
     d.save(path)
+
 
 DIAGRAMS = {
     "ch09_mqar_example": draw_mqar_example,

@@ -1,18 +1,23 @@
-"""The course's one visual language for diagrams, drawn with matplotlib and saved as deterministic SVG.
+"""The course's one visual language for diagrams, drawn with matplotlib and saved as
+deterministic SVG.
 
-Every diagram module ``tools/diagrams/chNN.py`` builds its figures from these primitives only, so that a query
-is the same blue, a key the same orange, a value the same green and a weight the same vermillion in every
-chapter (the Okabe–Ito palette: distinguishable with the common colour-vision deficiencies), and shapes are
-written with the course's legend letters ``B, Q, K, D, Dv, H, Hkv, E, d`` on the arrows.
+Every diagram module ``tools/diagrams/chNN.py`` builds its figures from these primitives
+only, so that a query is the same blue, a key the same orange, a value the same green
+and a weight the same vermillion in every chapter (the Okabe–Ito palette:
+distinguishable with the common colour-vision deficiencies), and shapes are written with
+the course's legend letters ``B, Q, K, D, Dv, H, Hkv, E, d`` on the arrows.
 
-Coordinates are in "units" (1 unit = 0.25 inch at 100 % zoom); ``Diagram(width, height)`` spans
-``[0, width] x [0, height]`` with y pointing up. The diagram sits on an opaque white card with a light border,
-so it reads the same in the website's light and dark modes (text is never drawn on the page background).
+Coordinates are in "units" (1 unit = 0.25 inch at 100 % zoom); ``Diagram(width,
+height)`` spans ``[0, width] x [0, height]`` with y pointing up. The diagram sits on an
+opaque white card with a light border, so it reads the same in the website's light and
+dark modes (text is never drawn on the page background).
 
-Why matplotlib: the course already depends on it, it renders math with the same TeX-like notation as the text
-(``$\\mathbf{q}$``), and with the glyphs saved as paths (``svg.fonttype = "path"``) and a fixed hash salt the
-SVG bytes depend only on the pinned matplotlib version -- so a test can regenerate every diagram and compare
-bytes. Graphviz or TikZ would add a system dependency that a learner's ``pip install`` cannot provide.
+Why matplotlib: the course already depends on it, it renders math with the same TeX-like
+notation as the text (``$\\mathbf{q}$``), and with the glyphs saved as paths
+(``svg.fonttype = "path"``) and a fixed hash salt the SVG bytes depend only on the
+pinned matplotlib version -- so a test can regenerate every diagram and compare bytes.
+Graphviz or TikZ would add a system dependency that a learner's ``pip install`` cannot
+provide.
 """
 
 from __future__ import annotations
@@ -23,49 +28,60 @@ import matplotlib
 
 matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
+
+# noqa: E402
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
 UNIT_INCH = 0.25
 
-# One colour per role, everywhere in the course (Okabe–Ito). ``fill`` is a light tint of the same hue.
+# One colour per role, everywhere in the course (Okabe–Ito). ``fill`` is a light tint of
+# the same hue.
 ROLES = {
-    "query": ("#0072B2", "#D6E9F5"),    # blue
-    "key": ("#E69F00", "#FBEBC7"),      # orange
-    "value": ("#009E73", "#CFEFE5"),    # bluish green
-    "weight": ("#D55E00", "#F8DCC9"),   # vermillion (the heatmaps' "Reds" colour map)
-    "score": ("#CC79A7", "#F4E0EB"),    # reddish purple: scores before the softmax
-    "output": ("#56B4E9", "#DDF0FB"),   # sky blue: what attention returns
-    "mask": ("#6E6E6E", "#E4E4E4"),     # grey: masked / padding
-    "param": ("#444444", "#F2F2F2"),    # dark grey: learned matrices W_q, W_k, ...
+    "query": ("#0072B2", "#D6E9F5"),  # blue
+    "key": ("#E69F00", "#FBEBC7"),  # orange
+    "value": ("#009E73", "#CFEFE5"),  # bluish green
+    "weight": ("#D55E00", "#F8DCC9"),  # vermillion (the heatmaps' "Reds" colour map)
+    "score": ("#CC79A7", "#F4E0EB"),  # reddish purple: scores before the softmax
+    "output": ("#56B4E9", "#DDF0FB"),  # sky blue: what attention returns
+    "mask": ("#6E6E6E", "#E4E4E4"),  # grey: masked / padding
+    "param": ("#444444", "#F2F2F2"),  # dark grey: learned matrices W_q, W_k, ...
     "neutral": ("#222222", "#FFFFFF"),  # plain boxes and text
 }
-INK = "#222222"       # text and arrows
-CARD = "#FFFFFF"      # the diagram's own background
+INK = "#222222"  # text and arrows
+CARD = "#FFFFFF"  # the diagram's own background
 CARD_EDGE = "#D0D0D0"
-FONT_SIZE = 11        # body text (points); shapes on arrows are one size smaller, in monospace
+FONT_SIZE = (
+    11  # body text (points); shapes on arrows are one size smaller, in monospace
+)
 SHAPE_SIZE = 9.5
 
-plt.rcParams.update({
-    "svg.fonttype": "path",          # glyphs as paths: identical rendering everywhere, no font lookup
-    "svg.hashsalt": "attention-course",  # deterministic element ids
-    "font.family": "DejaVu Sans",
-    "mathtext.fontset": "dejavusans",
-    "font.size": FONT_SIZE,
-})
+plt.rcParams.update(
+    {
+        # glyphs as paths: identical rendering everywhere, no font lookup
+        "svg.fonttype": "path",
+        "svg.hashsalt": "attention-course",  # deterministic element ids
+        "font.family": "DejaVu Sans",
+        "mathtext.fontset": "dejavusans",
+        "font.size": FONT_SIZE,
+    }
+)
 
 
 def colours(role: str) -> tuple[str, str]:
-    """``(edge, fill)`` colours of a role (``query``, ``key``, ``value``, ``weight``, ...)."""
+    """``(edge, fill)`` colours of a role (``query``, ``key``, ``value``, ``weight``,
+    ...)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {sorted(ROLES)}")
     return ROLES[role]
 
 
 class Diagram:
-    """A white card of ``width x height`` units to draw on; ``save(path)`` writes the SVG.
+    """A white card of ``width x height`` units to draw on; ``save(path)`` writes the
+    SVG.
 
-    Every primitive returns the anchor points you need to connect it (``box`` returns its bounds), so a
-    diagram is laid out with plain arithmetic on coordinates, not by eye.
+    Every primitive returns the anchor points you need to connect it (``box`` returns
+    its bounds), so a diagram is laid out with plain arithmetic on coordinates, not by
+    eye.
     """
 
     def __init__(self, width: float, height: float):
@@ -76,36 +92,111 @@ class Diagram:
         self.ax.set_ylim(0, height)
         self.ax.set_axis_off()
         self.fig.patch.set_alpha(0.0)
-        self.ax.add_patch(FancyBboxPatch((0.08, 0.08), width - 0.16, height - 0.16,
-                                         boxstyle="round,pad=0,rounding_size=0.4", facecolor=CARD,
-                                         edgecolor=CARD_EDGE, linewidth=0.8, zorder=0))
+        self.ax.add_patch(
+            FancyBboxPatch(
+                (0.08, 0.08),
+                width - 0.16,
+                height - 0.16,
+                boxstyle="round,pad=0,rounding_size=0.4",
+                facecolor=CARD,
+                edgecolor=CARD_EDGE,
+                linewidth=0.8,
+                zorder=0,
+            )
+        )
 
-    # -- text -------------------------------------------------------------------------------------------------
-    def text(self, x, y, s, *, size=FONT_SIZE, color=INK, ha="center", va="center", weight="normal",
-             family=None, rotation=0, **kw):
-        return self.ax.text(x, y, s, fontsize=size, color=color, ha=ha, va=va, fontweight=weight,
-                            family=family, rotation=rotation, zorder=5, **kw)
+    # -- text
+    # -------------------------------------------------------------------------------------------------
+    def text(
+        self,
+        x,
+        y,
+        s,
+        *,
+        size=FONT_SIZE,
+        color=INK,
+        ha="center",
+        va="center",
+        weight="normal",
+        family=None,
+        rotation=0,
+        **kw,
+    ):
+        return self.ax.text(
+            x,
+            y,
+            s,
+            fontsize=size,
+            color=color,
+            ha=ha,
+            va=va,
+            fontweight=weight,
+            family=family,
+            rotation=rotation,
+            zorder=5,
+            **kw,
+        )
 
     def shape(self, x, y, s, *, ha="center", va="center", color=INK, rotation=0):
         """A tensor shape such as ``(B, Q, D)`` in monospace, the form used on arrows."""
-        return self.text(x, y, s, size=SHAPE_SIZE, family="DejaVu Sans Mono", ha=ha, va=va, color=color,
-                         rotation=rotation)
+        return self.text(
+            x,
+            y,
+            s,
+            size=SHAPE_SIZE,
+            family="DejaVu Sans Mono",
+            ha=ha,
+            va=va,
+            color=color,
+            rotation=rotation,
+        )
 
     def title(self, s, *, y=None):
-        return self.text(self.width / 2, self.height - 0.9 if y is None else y, s, size=FONT_SIZE + 1.5,
-                         weight="bold")
+        return self.text(
+            self.width / 2,
+            self.height - 0.9 if y is None else y,
+            s,
+            size=FONT_SIZE + 1.5,
+            weight="bold",
+        )
 
-    # -- boxes ------------------------------------------------------------------------------------------------
-    def box(self, x, y, w, h, label="", *, role="neutral", shape=None, size=FONT_SIZE, dashed=False,
-            rounded=True):
-        """A box with lower-left corner ``(x, y)``; ``label`` in the middle, ``shape`` (monospace) below it.
+    # -- boxes
+    # ------------------------------------------------------------------------------------------------
+    def box(
+        self,
+        x,
+        y,
+        w,
+        h,
+        label="",
+        *,
+        role="neutral",
+        shape=None,
+        size=FONT_SIZE,
+        dashed=False,
+        rounded=True,
+    ):
+        """A box with lower-left corner ``(x, y)``; ``label`` in the middle, ``shape``
+        (monospace) below it.
 
-        Returns a dict of anchors: ``left, right, top, bottom, center`` (each an ``(x, y)`` pair).
+        Returns a dict of anchors: ``left, right, top, bottom, center`` (each an ``(x,
+        y)`` pair).
         """
         edge, fill = colours(role)
         style = "round,pad=0,rounding_size=0.25" if rounded else "square,pad=0"
-        self.ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle=style, facecolor=fill, edgecolor=edge,
-                                         linewidth=1.4, linestyle="--" if dashed else "-", zorder=2))
+        self.ax.add_patch(
+            FancyBboxPatch(
+                (x, y),
+                w,
+                h,
+                boxstyle=style,
+                facecolor=fill,
+                edgecolor=edge,
+                linewidth=1.4,
+                linestyle="--" if dashed else "-",
+                zorder=2,
+            )
+        )
         cx, cy = x + w / 2, y + h / 2
         if label and shape:
             self.text(cx, cy + 0.35, label, size=size)
@@ -116,14 +207,29 @@ class Diagram:
             self.shape(cx, cy, shape)
         return anchors(x, y, w, h)
 
-    def matrix(self, x, y, rows, cols, *, cell=0.6, role="neutral", values=None, shade=None, masked=None,
-               label=None, label_side="top"):
-        """A grid of ``rows x cols`` cells (lower-left corner ``(x, y)``), e.g. a tensor or a weight matrix.
+    def matrix(
+        self,
+        x,
+        y,
+        rows,
+        cols,
+        *,
+        cell=0.6,
+        role="neutral",
+        values=None,
+        shade=None,
+        masked=None,
+        label=None,
+        label_side="top",
+    ):
+        """A grid of ``rows x cols`` cells (lower-left corner ``(x, y)``), e.g. a tensor
+        or a weight matrix.
 
-        ``shade``: optional ``rows x cols`` numbers in [0, 1] giving each cell's tint (0 = white, 1 = the role's
-        edge colour) -- how a weight matrix shows its weights. ``masked``: optional ``rows x cols`` booleans;
-        True cells are drawn grey and hatched. ``values``: optional strings drawn in the cells.
-        Returns the anchors of the whole grid.
+        ``shade``: optional ``rows x cols`` numbers in [0, 1] giving each cell's tint (0
+        = white, 1 = the role's edge colour) -- how a weight matrix shows its weights.
+        ``masked``: optional ``rows x cols`` booleans; True cells are drawn grey and
+        hatched. ``values``: optional strings drawn in the cells. Returns the anchors of
+        the whole grid.
         """
         edge, fill = colours(role)
         for i in range(rows):
@@ -135,60 +241,141 @@ class Diagram:
                 hatch = None
                 if masked is not None and masked[i][j]:
                     face, hatch = ROLES["mask"][1], "////"
-                self.ax.add_patch(Rectangle((cx, cy), cell, cell, facecolor=face, edgecolor=edge, linewidth=0.9,
-                                            hatch=hatch, zorder=2))
+                self.ax.add_patch(
+                    Rectangle(
+                        (cx, cy),
+                        cell,
+                        cell,
+                        facecolor=face,
+                        edgecolor=edge,
+                        linewidth=0.9,
+                        hatch=hatch,
+                        zorder=2,
+                    )
+                )
                 if values is not None and values[i][j] != "":
-                    self.text(cx + cell / 2, cy + cell / 2, str(values[i][j]), size=SHAPE_SIZE)
+                    self.text(
+                        cx + cell / 2, cy + cell / 2, str(values[i][j]), size=SHAPE_SIZE
+                    )
         a = anchors(x, y, cols * cell, rows * cell)
         if label:
-            lx, ly = {"top": (a["top"][0], a["top"][1] + 0.45), "bottom": (a["bottom"][0], a["bottom"][1] - 0.45),
-                      "left": (a["left"][0] - 0.3, a["left"][1]), "right": (a["right"][0] + 0.3, a["right"][1])
-                      }[label_side]
+            lx, ly = {
+                "top": (a["top"][0], a["top"][1] + 0.45),
+                "bottom": (a["bottom"][0], a["bottom"][1] - 0.45),
+                "left": (a["left"][0] - 0.3, a["left"][1]),
+                "right": (a["right"][0] + 0.3, a["right"][1]),
+            }[label_side]
             ha = {"left": "right", "right": "left"}.get(label_side, "center")
             self.text(lx, ly, label, ha=ha)
         return a
 
-    def vector(self, x, y, n, *, role="neutral", vertical=True, cell=0.5, label=None, label_side="left",
-               values=None, shade=None):
-        """A vector of ``n`` cells: a column (``vertical``) or a row. Returns its anchors."""
+    def vector(
+        self,
+        x,
+        y,
+        n,
+        *,
+        role="neutral",
+        vertical=True,
+        cell=0.5,
+        label=None,
+        label_side="left",
+        values=None,
+        shade=None,
+    ):
+        """A vector of ``n`` cells: a column (``vertical``) or a row. Returns its
+        anchors."""
         rows, cols = (n, 1) if vertical else (1, n)
-        vals = None if values is None else ([[v] for v in values] if vertical else [list(values)])
-        sh = None if shade is None else ([[s] for s in shade] if vertical else [list(shade)])
-        return self.matrix(x, y, rows, cols, cell=cell, role=role, values=vals, shade=sh, label=label,
-                           label_side=label_side)
+        vals = (
+            None
+            if values is None
+            else ([[v] for v in values] if vertical else [list(values)])
+        )
+        sh = (
+            None
+            if shade is None
+            else ([[s] for s in shade] if vertical else [list(shade)])
+        )
+        return self.matrix(
+            x,
+            y,
+            rows,
+            cols,
+            cell=cell,
+            role=role,
+            values=vals,
+            shade=sh,
+            label=label,
+            label_side=label_side,
+        )
 
     def op(self, x, y, symbol, *, r=0.42, role="neutral", size=FONT_SIZE + 2):
-        """A small circle with an operator inside (``×``, ``+``, ``⊙``, ``Σ``); returns its anchors."""
+        """A small circle with an operator inside (``×``, ``+``, ``⊙``, ``Σ``); returns
+        its anchors."""
         edge, fill = colours(role)
-        self.ax.add_patch(Circle((x, y), r, facecolor=fill, edgecolor=edge, linewidth=1.4, zorder=2))
+        self.ax.add_patch(
+            Circle((x, y), r, facecolor=fill, edgecolor=edge, linewidth=1.4, zorder=2)
+        )
         self.text(x, y, symbol, size=size)
         return anchors(x - r, y - r, 2 * r, 2 * r)
 
     def brace_label(self, x0, x1, y, s, *, below=True):
-        """A thin bracket from ``x0`` to ``x1`` at height ``y`` with ``s`` under (or over) it."""
+        """A thin bracket from ``x0`` to ``x1`` at height ``y`` with ``s`` under (or
+        over) it."""
         d = -0.2 if below else 0.2
-        self.ax.plot([x0, x0, x1, x1], [y - d, y, y, y - d], color=INK, linewidth=0.9, zorder=3)
+        self.ax.plot(
+            [x0, x0, x1, x1], [y - d, y, y, y - d], color=INK, linewidth=0.9, zorder=3
+        )
         self.text((x0 + x1) / 2, y + (-0.4 if below else 0.4), s, size=SHAPE_SIZE + 0.5)
 
-    # -- arrows -----------------------------------------------------------------------------------------------
-    def arrow(self, start, end, *, shape=None, label=None, role=None, side="right", rad=0.0, dashed=False,
-              offset=0.25, lw=1.4, head=True):
-        """An arrow from ``start`` to ``end``; ``shape`` (monospace) and/or ``label`` written beside its middle.
+    # -- arrows
+    # -----------------------------------------------------------------------------------------------
+    def arrow(
+        self,
+        start,
+        end,
+        *,
+        shape=None,
+        label=None,
+        role=None,
+        side="right",
+        rad=0.0,
+        dashed=False,
+        offset=0.25,
+        lw=1.4,
+        head=True,
+    ):
+        """An arrow from ``start`` to ``end``; ``shape`` (monospace) and/or ``label``
+        written beside its middle.
 
-        ``side`` is where the text goes relative to the direction of travel (``"left"``/``"right"``, or
-        ``"above"``/``"below"`` for horizontal arrows). ``rad`` curves the arrow. ``role`` colours it.
+        ``side`` is where the text goes relative to the direction of travel
+        (``"left"``/``"right"``, or ``"above"``/``"below"`` for horizontal arrows).
+        ``rad`` curves the arrow. ``role`` colours it.
         """
         color = INK if role is None else colours(role)[0]
-        self.ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>,head_length=5,head_width=2.6" if head else "-",
-                                          mutation_scale=1.6, color=color, linewidth=lw,
-                                          linestyle="--" if dashed else "-",
-                                          connectionstyle=f"arc3,rad={rad}", shrinkA=0, shrinkB=0, zorder=3))
+        self.ax.add_patch(
+            FancyArrowPatch(
+                start,
+                end,
+                arrowstyle="-|>,head_length=5,head_width=2.6" if head else "-",
+                mutation_scale=1.6,
+                color=color,
+                linewidth=lw,
+                linestyle="--" if dashed else "-",
+                connectionstyle=f"arc3,rad={rad}",
+                shrinkA=0,
+                shrinkB=0,
+                zorder=3,
+            )
+        )
         text = " ".join(t for t in (label, shape) if t)
         if not text:
             return
         mx, my = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
         horizontal = abs(end[0] - start[0]) >= abs(end[1] - start[1])
-        if horizontal:  # text above ("above"/"left") or below ("below"/"right") the arrow
+        if (
+            horizontal
+        ):  # text above ("above"/"left") or below ("below"/"right") the arrow
             up = side in ("above", "left")
             ty = my + (offset if up else -offset)
             va = "bottom" if up else "top"
@@ -203,7 +390,8 @@ class Diagram:
                 self.text(mx, ty, label, va=va)
             else:
                 self.shape(mx, ty, shape, va=va)
-        else:  # text to the right ("right"/"below") or left ("left"/"above") of the arrow
+        # text to the right ("right"/"below") or left ("left"/"above") of the arrow
+        else:
             right = side in ("right", "below")
             tx = mx + (offset if right else -offset)
             ha = "left" if right else "right"
@@ -218,38 +406,68 @@ class Diagram:
     def line(self, points, *, role=None, dashed=False, lw=1.2):
         color = INK if role is None else colours(role)[0]
         xs, ys = zip(*points)
-        self.ax.plot(xs, ys, color=color, linewidth=lw, linestyle="--" if dashed else "-", zorder=3)
+        self.ax.plot(
+            xs,
+            ys,
+            color=color,
+            linewidth=lw,
+            linestyle="--" if dashed else "-",
+            zorder=3,
+        )
 
     def legend(self, x, y, roles):
         """A row of swatches naming the roles used, from ``(x, y)`` rightwards, e.g.
-        ``[("query", "query"), ("key", "key"), ("value", "value")]``. Returns the x where it ends."""
+        ``[("query", "query"), ("key", "key"), ("value", "value")]``. Returns the x
+        where it ends."""
         for role, name in roles:
             edge, fill = colours(role)
-            self.ax.add_patch(Rectangle((x, y - 0.22), 0.45, 0.45, facecolor=fill, edgecolor=edge,
-                                        linewidth=1.2, zorder=2))
+            self.ax.add_patch(
+                Rectangle(
+                    (x, y - 0.22),
+                    0.45,
+                    0.45,
+                    facecolor=fill,
+                    edgecolor=edge,
+                    linewidth=1.2,
+                    zorder=2,
+                )
+            )
             self.text(x + 0.65, y, name, ha="left", size=SHAPE_SIZE + 0.5)
             x += 0.65 + 0.27 * len(name) + 0.8
         return x
 
-    # -- output -----------------------------------------------------------------------------------------------
+    # -- output
+    # -----------------------------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
         """Write the SVG deterministically (no date, fixed ids) and close the figure.
 
-        A path ending in ``.png`` writes a preview bitmap instead (``make_diagrams.py --preview DIR``)."""
+        A path ending in ``.png`` writes a preview bitmap instead (``make_diagrams.py
+        --preview DIR``)."""
         if str(path).endswith(".png"):
             self.fig.savefig(path, format="png", dpi=130)
         else:
-            self.fig.savefig(path, format="svg", metadata={"Date": None, "Creator": None})
+            self.fig.savefig(
+                path, format="svg", metadata={"Date": None, "Creator": None}
+            )
         plt.close(self.fig)
 
 
 def anchors(x, y, w, h) -> dict:
-    return {"left": (x, y + h / 2), "right": (x + w, y + h / 2), "top": (x + w / 2, y + h),
-            "bottom": (x + w / 2, y), "center": (x + w / 2, y + h / 2), "x": x, "y": y, "w": w, "h": h}
+    return {
+        "left": (x, y + h / 2),
+        "right": (x + w, y + h / 2),
+        "top": (x + w / 2, y + h),
+        "bottom": (x + w / 2, y),
+        "center": (x + w / 2, y + h / 2),
+        "x": x,
+        "y": y,
+        "w": w,
+        "h": h,
+    }
 
 
 def _mix(c0: str, c1: str, t: float) -> str:
     t = min(max(t, 0.0), 1.0)
-    a = [int(c0[i:i + 2], 16) for i in (1, 3, 5)]
-    b = [int(c1[i:i + 2], 16) for i in (1, 3, 5)]
+    a = [int(c0[i : i + 2], 16) for i in (1, 3, 5)]
+    b = [int(c1[i : i + 2], 16) for i in (1, 3, 5)]
     return "#" + "".join(f"{round(u + (v - u) * t):02X}" for u, v in zip(a, b))
