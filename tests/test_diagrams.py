@@ -16,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import embed_diagrams  # noqa: E402
 import make_diagrams  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -52,16 +53,19 @@ def test_diagrams_are_deterministic_svg_with_glyphs_as_paths():
 def test_every_chapter_shows_a_diagram_and_describes_every_image(path):
     images = IMAGE.findall(markdown(path))
     diagrams = [
-        target
-        for _, target in images
-        if target.startswith("figures/") and target.endswith(".svg")
+        t for _, t in images if t.startswith("attachment:") and t.endswith(".svg")
     ]
-    assert diagrams, f"{path.name}: no diagram (figures/*.svg) in the chapter"
+    assert diagrams, f"{path.name}: no diagram (attachment:*.svg) in the chapter"
     for alt, target in images:
-        assert (path.parent / target).is_file(), f"{path.name}: {target} does not exist"
+        assert target.startswith("attachment:"), (
+            f"{path.name}: {target}: a notebook opened alone (Colab, a download) has no "
+            "figures/ folder; refer to diagrams as attachment:NAME.svg"
+        )
+        assert (FIGURES / target.split(":", 1)[1]).is_file(), f"{path.name}: {target}"
         assert len(alt.split()) >= 6 and not alt.endswith((".svg", ".png")), (
             f"{path.name}: alt text of {target}: {alt!r}"
         )
+        assert "\n" not in alt, f"{path.name}: alt text on one line (spaces survive)"
     nb = json.loads(path.read_text())
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
@@ -73,9 +77,18 @@ def test_every_chapter_shows_a_diagram_and_describes_every_image(path):
             )
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_notebooks_carry_the_current_drawings_as_attachments(path):
+    assert not embed_diagrams.embed(path, check=True), (
+        f"{path.name}: attachments differ from chapters/figures/ (run make diagrams)"
+    )
+
+
 def test_every_diagram_is_used_by_a_chapter():
     used = {
-        Path(target).name for p in CHAPTERS for _, target in IMAGE.findall(markdown(p))
+        target.split(":", 1)[-1]
+        for p in CHAPTERS
+        for _, target in IMAGE.findall(markdown(p))
     }
     unused = sorted(svg.name for svg in FIGURES.glob("*.svg") if svg.name not in used)
     assert not unused, f"diagrams no chapter shows: {unused}"

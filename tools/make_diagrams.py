@@ -94,6 +94,13 @@ def main(argv: list[str]) -> int:
         return 2
     for path in draw_all(OUT):
         print(path.relative_to(ROOT))
+    # The notebooks carry their diagrams as cell attachments (Colab, a download):
+    # copy the new drawings into them.
+    import embed_diagrams
+
+    for nb in sorted((ROOT / "chapters").glob("*.ipynb")):
+        if embed_diagrams.embed(nb, check=False):
+            print("embedded in", nb.relative_to(ROOT))
     return 0
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import re
 import textwrap
 import tokenize
@@ -75,6 +74,7 @@ def _reflow_docstring(lines: list[str], width: int) -> list[str]:
     out: list[str] = []
     i = 0
     literal_indent: int | None = None
+    base = len(lines[0]) - len(lines[0].lstrip())  # the docstring's own indent
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
@@ -98,7 +98,7 @@ def _reflow_docstring(lines: list[str], width: int) -> list[str]:
                 lead, body = q, body[3:]
         if _BULLET.match(body):
             cont = " " * (indent + len(lead) + body.index(" ") + 1)
-        elif _FIELD.match(body):
+        elif _FIELD.match(body) and indent > base:
             cont = " " * (indent + 4)
         else:
             cont = first
@@ -195,7 +195,9 @@ def wrap_source(source: str, width: int) -> str:
 
 def wrap_file(path: Path, width: int) -> bool:
     if path.suffix == ".ipynb":
-        nb = json.loads(path.read_text())
+        import nbformat
+
+        nb = nbformat.read(path, as_version=4)
         changed = False
         for cell in nb["cells"]:
             if cell["cell_type"] != "code":
@@ -206,7 +208,7 @@ def wrap_file(path: Path, width: int) -> bool:
                 cell["source"] = new.splitlines(keepends=True)
                 changed = True
         if changed:
-            path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+            nbformat.write(nb, path)
         return changed
     src = path.read_text()
     new = wrap_source(src, width)

@@ -1,0 +1,73 @@
+"""Embed each chapter's diagrams in the notebook itself, as markdown cell attachments.
+
+A chapter refers to a diagram as ``![alt text](attachment:ch05_sdpa_block.svg)``. Jupyter,
+JupyterLab, Colab and nbconvert show a cell's attachments, so a notebook opened alone (a
+download, Colab) shows every diagram; the website resolves the same reference to
+``chapters/figures/<name>`` (book/_ext/course_attachments.py). The SVG files are drawn by
+``tools/make_diagrams.py``; this script copies them into the cells that refer to them and
+drops attachments no cell refers to.
+
+Usage: python tools/embed_diagrams.py [--check] [NOTEBOOK ...]   (default: chapters/*.ipynb)
+With --check nothing is written; the exit status is 1 if a notebook is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "chapters" / "figures"
+REFERENCE = re.compile(r"!\[[^\]]*\]\(attachment:([\w.-]+)\)")
+
+
+def attachments_for(source: str) -> dict:
+    out = {}
+    for name in REFERENCE.findall(source):
+        path = FIGURES / name
+        if not path.exists():
+            raise FileNotFoundError(f"{name}: no such diagram in {FIGURES}")
+        mime = "image/svg+xml" if name.endswith(".svg") else "image/png"
+        out[name] = {mime: base64.b64encode(path.read_bytes()).decode("ascii")}
+    return out
+
+
+def embed(path: Path, check: bool) -> bool:
+    """Return True if the notebook was (or, with check, would be) changed."""
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        wanted = attachments_for("".join(cell["source"]))
+        if wanted:
+            if cell.get("attachments") != wanted:
+                cell["attachments"] = wanted
+                changed = True
+        elif "attachments" in cell:
+            del cell["attachments"]
+            changed = True
+    if changed and not check:
+        nbformat.write(nb, path)
+    return changed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args()
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    stale = [p for p in paths if embed(p, args.check)]
+    for p in stale:
+        print(("out of date: " if args.check else "embedded: ") + str(p))
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
