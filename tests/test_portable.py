@@ -1,0 +1,113 @@
+"""A chapter opened alone -- downloaded, or in Colab -- reads as it does on the website.
+
+Each notebook is copied alone into an empty folder (no ``figures/``, no ``book/``, no
+Sphinx) and rendered by ``jupyter nbconvert --to html``, which draws markdown and
+attachments as Jupyter and Colab do. The test fails on
+
+* an image whose source is not inside the notebook (a relative path that is not there),
+* a markdown image or diagram without an alt text that says what it shows,
+* MyST syntax that only the website understands (``{cite}``, a ```` ```{ ```` directive,
+  a ``:::`` fence), which Jupyter shows as raw text,
+* a solution that Jupyter shows open (it must carry ``jupyter.source_hidden``),
+* a code line over 88 columns (the code column of the website, Colab and print).
+
+Plots (cell outputs) are PNG images; Jupyter and nbconvert have no place for their alt
+text, which the website takes from the cell metadata (tests/test_diagrams.py checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+WIDTH = 88
+
+
+class Images(HTMLParser):
+    """Every <img> tag's attributes, and all text."""
+
+    def __init__(self):
+        super().__init__()
+        self.images: list[dict] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def render_alone(path: Path, tmp: Path) -> str:
+    lone = tmp / path.name
+    shutil.copy(path, lone)
+    subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(lone)],
+        check=True,
+        capture_output=True,
+        cwd=tmp,
+    )
+    return lone.with_suffix(".html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_renders_alone(path, tmp_path):
+    html = render_alone(path, tmp_path)
+    parser = Images()
+    parser.feed(html)
+    markdown_images = 0
+    for img in parser.images:
+        src = img.get("src", "")
+        if src.startswith("data:image/png;base64,") and "alt" not in img:
+            continue  # a plot output: see the module docstring
+        markdown_images += 1
+        assert src.startswith("data:") or (tmp_path / src).is_file(), (
+            f"{path.name}: image {src[:60]!r} is not inside the notebook"
+        )
+        alt = img.get("alt") or ""
+        assert len(alt.split()) >= 6, f"{path.name}: image {src[:40]!r} alt {alt!r}"
+    assert markdown_images >= 1, f"{path.name}: no diagram rendered"
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for i, cell in enumerate(nb["cells"]):
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            for raw in ("{cite", "```{", ":::", "{ref}", "{numref}", "{doc}"):
+                assert raw not in src, f"{path.name} cell {i}: MyST-only {raw!r}"
+        else:
+            if "hide-cell" in cell["metadata"].get("tags", []):
+                hidden = cell["metadata"].get("jupyter", {}).get("source_hidden")
+                assert hidden, f"{path.name} cell {i}: a solution shown open in Jupyter"
+            for line in src.splitlines():
+                assert len(line) <= WIDTH, (
+                    f"{path.name} cell {i}: {len(line)} columns: {line[:50]!r}..."
+                )
+    # The rendered page shows no raw MyST either (e.g. from a raw cell).
+    text = "".join(parser.text)
+    assert "{cite}" not in text and "```{" not in text, path.name
+
+
+def test_library_and_chapters_are_formatted():
+    """``ruff format`` at 88 columns, and no line a formatter cannot wrap left long."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    targets = ["attention_lib", *[str(p.relative_to(ROOT)) for p in CHAPTERS]]
+    fmt = subprocess.run(
+        [ruff, "format", "--check", *targets], cwd=ROOT, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    lint = subprocess.run(
+        [ruff, "check", "--select", "E501", "--output-format", "concise", *targets],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
