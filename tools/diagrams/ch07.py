@@ -58,7 +58,7 @@ def draw_mha_forward(path):
         r"$\mathrm{head}_h = \mathrm{softmax}(q_h k_h^\top / \sqrt{d})\; v_h$",
     )
     hb_w, hb_h, hb_y = 4.3, 1.9, cy0 + 1.25
-    heads = [(2.3, "head 1"), (7.5, "head 2"), (18.4, "head H")]
+    heads = [(2.3, "head 0"), (7.5, "head 1"), (18.4, "head H−1")]
     for x, label in heads:
         d.box(x, hb_y, hb_w, hb_h, label, role="output", shape="(B, Q, d)")
     d.text(15.05, hb_y + hb_h / 2, r"$\cdots$", size=FONT_SIZE + 4)
