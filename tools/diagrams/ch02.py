@@ -14,8 +14,8 @@ VALUES = (1.5, 3.1, 4.0, 3.5, 3.2, 2.5)  # training targets y_i (noisy 2 sin x +
 
 
 def _worked_example():
-    """Scores, weights, weighted values and output of the example, as the strings the
-    diagram shows."""
+    """Kernel values, weights, weighted values and output of the example, as the
+    strings the diagram shows."""
     scores = [math.exp(-(((QUERY - k) / BANDWIDTH) ** 2) / 2) for k in KEYS]
     weights = [s / sum(scores) for s in scores]
     products = [w * v for w, v in zip(weights, VALUES)]
@@ -40,7 +40,8 @@ def nw_as_attention(path):
     d.text(
         14.5,
         24.9,
-        rf"one query $x = {QUERY}$, six training points, Gaussian kernel, $h = {BANDWIDTH}$",
+        rf"one query $x = {QUERY}$, six training points, Gaussian kernel, "
+        rf"$h = {BANDWIDTH}$:  score $a_i = -(x - x_i)^2 / 2h^2$",
         size=SHAPE_SIZE + 0.5,
     )
 
@@ -73,9 +74,9 @@ def nw_as_attention(path):
         16.8,
         "score",
         scores,
-        "scores",
+        "kernel values",
         "(Q, K)",
-        r"$\kappa_i = \kappa\left((x - x_i)/h\right)$",
+        r"$\kappa_i = \kappa\left((x - x_i)/h\right) = e^{a_i}$",
     )
     top = max(raw_weights)
     weights_row = row(
@@ -99,7 +100,7 @@ def nw_as_attention(path):
         7.3, "output", products, "weighted values", "(Q, K)", r"$\alpha(x, x_i)\,y_i$"
     )
 
-    # query -> scores, keys -> scores
+    # query -> kernel values, keys -> kernel values
     q = d.box(0.7, 16.55, 5.0, 2.0, rf"query $x = {QUERY}$", role="query", shape="(Q,)")
     d.arrow(q["right"], scores_row["left"], label="compare", side="above")
     d.arrow(
@@ -109,7 +110,7 @@ def nw_as_attention(path):
         side="right",
         offset=0.3,
     )
-    # scores -> weights: divide each row by its sum
+    # kernel values -> weights: divide each row by its sum (= softmax of the scores)
     d.arrow(
         scores_row["bottom"],
         weights_row["top"],
@@ -152,7 +153,7 @@ def nw_as_attention(path):
     roles = [
         ("query", "query"),
         ("key", "key"),
-        ("score", "score"),
+        ("score", "kernel value"),
         ("weight", "weight"),
         ("value", "value"),
         ("output", "output"),
