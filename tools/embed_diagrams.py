@@ -23,7 +23,8 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "chapters" / "figures"
-REFERENCE = re.compile(r"!\[[^\]]*\]\(attachment:([\w.-]+)\)")
+# alt text may hold [balanced] brackets
+REFERENCE = re.compile(r"!\[(?:[^\[\]]|\[[^\]]*\])*\]\(attachment:([\w.-]+)\)")
 
 
 def attachments_for(source: str) -> dict:

@@ -48,8 +48,8 @@ def draw_masked_softmax(path):
 
     # -- top band: padded batch (tokens) -> keep-mask (B, 1, K)
     # ------------------------------------------------
-    tw, th = 2.95, 0.85  # token cell
-    tx, ty = 1.0, 19.6  # lower-left of the token grid
+    tw, th = 2.7, 0.85  # token cell
+    tx, ty = 2.2, 19.6  # lower-left of the token grid
     d.text(
         tx + 2 * tw, ty + 3 * th + 0.55, "padded batch (B, K) = (3, 4)", weight="bold"
     )
@@ -68,6 +68,9 @@ def draw_masked_softmax(path):
             )
             if pad:  # hatch the padding like every masked cell of the course
                 _hatch(d, tx + j * tw, ty + (2 - b) * th, tw, th)
+        d.text(  # label each row with its example index
+            tx - 0.2, ty + (2 - b) * th + th / 2, f"b = {b}", ha="right", size=SHAPE_SIZE
+        )
     grid_right = tx + 4 * tw
     mx, mc = 17.4, 0.85  # keep-mask grid
     keep = [[j < VALID_LENS[b] for j in range(K)] for b in range(3)]
@@ -112,9 +115,9 @@ def draw_masked_softmax(path):
     # ---------------------------------------
     c = 1.4
     my = 9.0  # lower edge of the three matrices
-    xs = [1.4, 11.5, 21.6]  # lower-left x of scores, masked scores, weights
+    xs = [3.2, 12.2, 21.6]  # lower-left x of scores, masked scores, weights
     d.text(
-        xs[0],
+        1.0,
         my + K * c + 2.3,
         f'example b = {B_SHOWN}, "Hello world":\nQ = 4 queries × K = 4 keys',
         ha="left",
@@ -151,6 +154,18 @@ def draw_masked_softmax(path):
         role="weight",
         shade=[[0.75 * w for w in r] for r in weights],
         values=[[f"{w:.2f}" if w else "0" for w in r] for r in weights],
+    )
+    # the rows are the queries: the four tokens of "Hello world <pad> <pad>"
+    for i, word in enumerate(SENTENCES[B_SHOWN]):
+        d.text(
+            xs[0] - 0.15,
+            my + (K - 1 - i) * c + c / 2,
+            word,
+            ha="right",
+            size=SHAPE_SIZE,
+        )
+    d.text(
+        0.55, my + K * c / 2, "query", rotation=90, size=SHAPE_SIZE + 0.5, weight="bold"
     )
     for x0 in xs:  # which keys are words and which are padding
         d.brace_label(x0, x0 + l * c, my + K * c + 0.3, "words", below=False)

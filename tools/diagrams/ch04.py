@@ -138,7 +138,7 @@ def draw_additive_scoring(path):
 def draw_bahdanau(path):
     """x -> BiGRU -> annotations (keys = values); s_{i-1} queries them; context c_i ->
     GRU cell and output layer."""
-    width, height = 29.0, 27.0
+    width, height = 29.0, 28.6
     d = Diagram(width, height)
     d.title("Bahdanau attention: decoder step i")
 
@@ -292,11 +292,17 @@ def draw_bahdanau(path):
     yprev = d.box(x_sum - 1.6, y_y, 3.2, 1.2, r"$y_{i-1}$", role="neutral")
     d.arrow((yprev["bottom"][0] - 0.6, y_y), (gru["top"][0] + 0.6, y_dec + h_dec))
     d.arrow((yprev["bottom"][0] + 0.6, y_y), (out["top"][0] - 0.6, y_dec + h_dec))
+    # feedback: s_i becomes the state (and the query) of the next step
+    x_fb, y_fb, x_in = gru["right"][0] + 0.7, y_y + 1.2 + 0.9, s_prev["top"][0] + 1.2
+    d.line(
+        [(x_fb, y_dec + h_dec / 2), (x_fb, y_fb), (x_in, y_fb)], role="query", dashed=True
+    )
+    d.arrow((x_in, y_fb), (x_in, y_dec + h_dec), role="query", dashed=True)
     d.text(
-        xs[0],
-        y_dec + h_dec + 0.9,
-        r"$\mathbf{s}_i$ is the query of step $i+1$",
-        ha="left",
+        (x_in + x_fb) / 2 - 1.2,
+        y_fb + 0.15,
+        r"next step: $\mathbf{s}_i$ becomes the state (the query) of step $i+1$",
+        va="bottom",
         size=SHAPE_SIZE + 0.5,
     )
 
