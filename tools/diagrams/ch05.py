@@ -1,7 +1,7 @@
 """Diagrams of chapter 5 (scaled dot-product attention): the block, with the shape of
 every tensor on the arrows.
 
-MatMul (queries with the transposed keys) -> scale by 1/sqrt(D) -> mask (optional) ->
+MatMul (queries with the transposed keys) -> scale by 1/sqrt(d) -> mask (optional) ->
 softmax over the keys -> MatMul with the values, as in Vaswani et al.'s figure 2 (left),
 drawn top to bottom in the course's colours.
 """
@@ -12,9 +12,10 @@ from tools.diagrams.style import SHAPE_SIZE, Diagram, colours
 
 
 def draw_sdpa_block(path):
-    """queries, keys -> QK^T -> / sqrt(D) -> mask -> softmax -> @ values -> output,
-    shapes on every arrow."""
-    width, height = 22.0, 30.6
+    """queries, keys -> QK^T -> / sqrt(d) -> mask -> softmax -> @ values -> output,
+    shapes on every arrow. The scale uses the chapter's d (= D, the query/key width of
+    the shapes); the mask step says what the library does (finfo.min, zero rows)."""
+    width, height = 22.0, 31.2
     d = Diagram(width, height)
     d.title("Scaled dot-product attention")
 
@@ -43,16 +44,29 @@ def draw_sdpa_block(path):
     # 2. scale, 3. mask, 4. softmax: every arrow carries a (B, Q, K) tensor
     gap = 2.4
     y2 = y1 - gap - bh
-    s2 = d.box(x0, y2, bw, bh, r"scale: $\times\; 1/\sqrt{D}$", role="neutral")
+    s2 = d.box(
+        x0, y2, bw, bh, r"scale: $\times\; 1/\sqrt{d}$  ($d = D$)", role="neutral"
+    )
     d.arrow(m1["bottom"], s2["top"], label="scores", shape="(B, Q, K)", role="score")
     y3 = y2 - gap - bh
-    s3 = d.box(x0, y3 - 0.5, bw, bh + 0.5, "", role="mask", dashed=True)
-    d.text(cx, y3 + 0.55, "mask (optional)")
-    d.text(cx, y3 - 0.15, r"masked keys' scores $\to -\infty$", size=SHAPE_SIZE + 0.5)
+    s3 = d.box(x0, y3 - 1.1, bw, bh + 1.1, "", role="mask", dashed=True)
+    d.text(cx, y3 + 0.6, "mask (optional)")
+    d.text(
+        cx,
+        y3 - 0.05,
+        "masked scores \u2192 finfo.min (lowest float)",
+        size=SHAPE_SIZE + 0.5,
+    )
+    d.text(
+        cx,
+        y3 - 0.7,
+        "fully masked row \u2192 weights 0",
+        size=SHAPE_SIZE + 0.5,
+    )
     d.arrow(
         s2["bottom"], s3["top"], label="scaled scores", shape="(B, Q, K)", role="score"
     )
-    y4 = y3 - 0.5 - gap - bh
+    y4 = y3 - 1.1 - gap - bh
     s4 = d.box(x0, y4, bw, bh, "softmax over the K keys", role="neutral")
     d.arrow(
         s3["bottom"], s4["top"], label="masked scores", shape="(B, Q, K)", role="score"

@@ -197,8 +197,8 @@ def draw_one_token(path):
 
 
 def draw_causal_mask(path):
-    """The (n, n) causal keep-mask for n = 6: query i may attend to keys 1..i; the pairs
-    above the diagonal are masked."""
+    """The (n, n) causal keep-mask for n = 6, positions counted from 0 as in the code:
+    query i may attend to keys 0..i; the pairs above the diagonal are masked."""
     n = 6
     width, height = 20.0, 12.4
     d = Diagram(width, height)
@@ -222,26 +222,26 @@ def draw_causal_mask(path):
         d.text(
             gx - 0.3,
             gy + (n - 1 - i) * c + c / 2,
-            str(i + 1),
+            str(i),
             ha="right",
             size=SHAPE_SIZE + 0.5,
         )
-        d.text(gx + i * c + c / 2, gy + n * c + 0.35, str(i + 1), size=SHAPE_SIZE + 0.5)
+        d.text(gx + i * c + c / 2, gy + n * c + 0.35, str(i), size=SHAPE_SIZE + 0.5)
     d.text(gx + n * c / 2, gy + n * c + 1.05, "key position j")
     d.text(gx - 1.3, gy + n * c / 2, "query position i", rotation=90)
     d.shape(G["bottom"][0], gy - 0.55, "(n, n) bool, True = keep")
 
-    # read one row: query 3 sees keys 1..3
+    # read one row: query 2 sees keys 0..2
     row = 2
     ry = gy + (n - 1 - row) * c + c / 2
     d.ax.add_patch(_outline(gx, ry - c / 2, n * c, c))
     ax_ = G["right"][0] + 0.9
     d.arrow((ax_ + 0.6, ry), (G["right"][0] + 0.15, ry))
     d.text(
-        ax_ + 0.8, ry + 0.3, "row 3: query 3 attends", ha="left", size=SHAPE_SIZE + 0.5
+        ax_ + 0.8, ry + 0.3, "row 2: query 2 attends", ha="left", size=SHAPE_SIZE + 0.5
     )
     d.text(
-        ax_ + 0.8, ry - 0.35, "to keys 1, 2, 3 only", ha="left", size=SHAPE_SIZE + 0.5
+        ax_ + 0.8, ry - 0.35, "to keys 0, 1, 2 only", ha="left", size=SHAPE_SIZE + 0.5
     )
     ly = gy + 1.6
     d.text(
