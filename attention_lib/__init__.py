@@ -45,6 +45,7 @@ from .scoring import (
     dot_product_attention,
 )
 from .self_attention import PositionalEncoding, SelfAttention
+from .tiled import merge_attention, tiled_attention
 
 __version__ = "0.2.0"
 
@@ -92,4 +93,7 @@ __all__ = [
     # measuring
     "time_ms",
     "peak_memory_bytes",
+    # attention by tiles (chapter 10)
+    "tiled_attention",
+    "merge_attention",
 ]

@@ -3,9 +3,9 @@ public API."""
 
 import json
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 import attention_lib as al
@@ -49,10 +49,41 @@ def conda_pip(path):
     )
 
 
+CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
+
+
 def test_environment_yml_installs_the_same_pins_plus_the_package():
     pip = conda_pip(ROOT / "environment.yml")
-    assert [p for p in pip if p != "-e ."] == requirement_pins()
+    assert pip[0] == CPU_INDEX, "conda's pip section should get PyTorch's CPU build"
+    assert [p for p in pip[1:] if p != "-e ."] == requirement_pins()
     assert "-e ." in pip
+
+
+def test_linux_learners_and_ci_get_the_cpu_build_of_pytorch():
+    """PyPI's torch wheel for Linux is the CUDA build (several GB): the README, the
+    setup page and the workflows give PyTorch's CPU index instead."""
+    url = CPU_INDEX.split()[1]
+    line = f"pip install -r requirements.txt -e . {CPU_INDEX}"
+    for doc in ("README.md", "book/setup.md"):
+        assert line in (ROOT / doc).read_text(), f"{doc} lacks {line!r}"
+    for workflow in (ROOT / ".github" / "workflows").glob("*.yml"):
+        env = yaml.safe_load(workflow.read_text()).get("env", {})
+        assert env.get("PIP_EXTRA_INDEX_URL") == url, (
+            f"{workflow.name}: set env PIP_EXTRA_INDEX_URL: {url}"
+        )
+
+
+def test_licence():
+    text = (ROOT / "LICENSE").read_text()
+    assert "MIT License" in text and "Permission is hereby granted" in text
+    assert "CC BY-SA 4.0" in text
+    assert "https://creativecommons.org/licenses/by-sa/4.0/legalcode" in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "MIT", "an SPDX expression (PEP 639)"
+    assert project["project"]["license-files"] == ["LICENSE"]
+    assert any(r.startswith("setuptools>=77") for r in project["build-system"]["requires"])
+    readme = (ROOT / "README.md").read_text()
+    assert "CC BY-SA 4.0" in readme and "MIT" in readme
 
 
 def test_binder_installs_the_same_pins_with_cpu_torch_and_the_package_after_the_build():
@@ -89,7 +120,7 @@ if "google.colab" in sys.modules:
 
 
 def test_every_chapter_starts_with_the_colab_install_of_this_repository():
-    assert len(CHAPTERS) == 9, [p.name for p in CHAPTERS]
+    assert len(CHAPTERS) == 10, [p.name for p in CHAPTERS]
     expected = COLAB_CELL.format(url=repository_url())
     for path in CHAPTERS:
         nb = json.loads(path.read_text())
@@ -125,7 +156,7 @@ def test_public_api_is_documented():
         assert obj.__doc__ and len(obj.__doc__.strip()) > 20, (
             f"{name} needs a docstring"
         )
-        assert re.search(rf"^\.\. auto(function|class):: {name}$", api_page, re.M), (
+        assert re.search(rf"^\.\. auto(function|class):: {name}$", api_page, re.MULTILINE), (
             f"{name} is missing from book/api.md"
         )
 
