@@ -39,14 +39,22 @@ def draw_tiny_decoder(path):
     def box(y, label, role="param", shape=None, h=bh):
         return d.box(left, y, bw, h, label, role=role, shape=shape)
 
-    tokens = box(32.0, "tokens (token ids)", role="neutral", shape="(B, n)", h=1.6)
-    embed = box(
-        29.2,
-        "embedding + positional encoding",
-        shape="positions offset .. offset + n - 1",
-        h=1.6,
-    )
+    tokens = box(32.7, "tokens (token ids)", role="neutral", shape="(B, n)", h=1.5)
+    # the token embedding is learned (grey); the sinusoidal positions are fixed (white)
+    embed = box(30.3, "token embedding (learned)", shape="(B, n, E)", h=1.5)
     d.arrow(tokens["bottom"], embed["top"])
+    plus = d.op(cx, 28.9, "+")
+    d.arrow(embed["bottom"], plus["top"])
+    positions = d.box(
+        left + bw + 1.0,
+        28.2,
+        9.4,
+        1.4,
+        "sinusoidal positions (fixed)",
+        role="neutral",
+        shape="offset .. offset+n-1",
+    )
+    d.arrow(positions["left"], plus["right"])
 
     # the repeated block
     top, bottom = 27.2, 8.3
@@ -60,7 +68,7 @@ def draw_tiny_decoder(path):
         weight="bold",
         size=SHAPE_SIZE + 1,
     )
-    d.arrow(embed["bottom"], (cx, top - 1.0), shape="(B, n, E)", side="right")
+    d.arrow(plus["bottom"], (cx, top - 1.0))
 
     # attention sub-block: X + GQA(LN(X))
     split1 = (cx, top - 1.0)
@@ -81,12 +89,12 @@ def draw_tiny_decoder(path):
     d.text(res_x - 0.3, 21.8, "residual", rotation=90, size=SHAPE_SIZE)
 
     # the KV cache beside the attention: a frame holding the cached keys and values
-    kx, kw = 19.6, 5.6
+    kx, kw = 20.5, 5.1
     _frame(d, kx - 0.4, 17.2, kw + 0.8, 6.6, "")
     d.text(kx + kw / 2, 23.1, "KV cache", weight="bold", size=SHAPE_SIZE + 1)
     d.box(kx, 20.9, kw, 1.2, "cached keys", role="key")
     d.box(kx, 19.1, kw, 1.2, "cached values", role="value")
-    d.shape(kx + kw / 2, 18.2, "(B, Hkv, T, d) each")
+    d.shape(kx + kw / 2, 18.2, "(B, Hkv, T, d)")
     d.arrow(
         (attn["right"][0], 21.25),
         (kx - 0.4, 21.25),
@@ -98,7 +106,7 @@ def draw_tiny_decoder(path):
         (kx - 0.4, 20.2),
         (attn["right"][0], 20.2),
         dashed=True,
-        label="read all T",
+        label="read all T + n",
         side="below",
     )
 
