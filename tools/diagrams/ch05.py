@@ -49,7 +49,8 @@ def draw_sdpa_block(path):
     )
     d.arrow(m1["bottom"], s2["top"], label="scores", shape="(B, Q, K)", role="score")
     y3 = y2 - gap - bh
-    s3 = d.box(x0, y3 - 1.1, bw, bh + 1.1, "", role="mask", dashed=True)
+    mw = 11.8  # wider than the other steps: its two lines of text must fit inside
+    s3 = d.box(cx - mw / 2, y3 - 1.1, mw, bh + 1.1, "", role="mask", dashed=True)
     d.text(cx, y3 + 0.6, "mask (optional)")
     d.text(
         cx,
