@@ -111,3 +111,22 @@ def test_library_and_chapters_are_formatted():
         text=True,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_every_cited_paper_is_in_the_bibliography():
+    """Citations are plain links (they work in Jupyter and Colab); the website's
+    bibliography page lists each of them, so each link's URL is an entry's url or doi."""
+    import re
+
+    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
+    known = set(re.findall(r"url\s*=\s*\{([^}]*)\}", bib))
+    known |= {"https://doi.org/" + d for d in re.findall(r"doi\s*=\s*\{([^}]*)\}", bib)}
+    link = re.compile(r"\]\((https://(?:arxiv\.org|doi\.org)/[^)\s]+)\)")
+    missing = set()
+    for path in CHAPTERS:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                missing |= {
+                    (path.name, u) for u in link.findall("".join(cell["source"]))
+                } - {(path.name, u) for u in known}
+    assert not missing, sorted(missing)
