@@ -2,10 +2,15 @@
 
 For every page of ``_toc.yml``: it loads with status 200, logs no console error, every
 request it makes is for the site itself (a request to any other host fails the test) and
-succeeds, its math is typeset by the site's own MathJax with no raw TeX left, and every
-image loads. Chapter pages carry a Colab link to the chapter's notebook in the
-repository. Search finds each chapter. A screenshot of every page, in light and in dark
-mode, is saved under ``artifacts/screenshots/``.
+succeeds, its math is typeset by the site's own MathJax with no raw TeX left and no
+formula in the Tab order, every image loads, Chinese text is marked ``lang="zh-Hans"``,
+the footer names the licence, and axe-core finds no serious or critical accessibility
+violation, in light and in dark mode. Chapter pages carry a Colab link to the chapter's
+notebook in the repository and weigh at most 2.5 MB with everything they load. On a
+phone (390 px) the navigation and contents drawers open; on a desktop the sidebar
+collapses; the search field stays reachable; wide diagrams scroll with a link to the
+full size; print wraps code. Search finds each chapter. A screenshot of every page, in
+light and in dark mode and at 1280 and 390 px, is saved under ``artifacts/screenshots/``.
 """
 
 import json
@@ -23,12 +28,21 @@ TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 PAGES = [TOC["root"]] + [c["file"] for part in TOC["parts"] for c in part["chapters"]]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 REPO = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+CHAPTERS = [p for p in PAGES if p.startswith("chapters/")]
+AXE = ROOT / ".vendor" / "npm" / "node_modules" / "axe-core" / "axe.min.js"
+PHONE = 390
+MAX_PAGE_BYTES = 2_500_000
+HAN = r"[\u3400-\u9fff]"
 
 
-def visit(browser, url: str, scheme: str = "light"):
+def visit(browser, url: str, scheme: str = "light", width: int = 1280):
     """Open ``url`` and collect everything that went wrong while it loaded."""
+    phone = width <= PHONE
     context = browser.new_context(
-        viewport={"width": 1280, "height": 900}, color_scheme=scheme
+        viewport={"width": width, "height": 844 if phone else 900},
+        color_scheme=scheme,
+        is_mobile=phone,
+        has_touch=phone,
     )
     problems = []
 
@@ -143,6 +157,11 @@ def test_page(browser, site_url, doc):
             f"{doc}: no repository button"
         )
         assert page.query_selector("a[href*='/issues/new']"), f"{doc}: no issues button"
+        check_accessibility(page, doc)
+        footer = page.inner_text(".bd-footer-content")
+        assert "CC BY-SA 4.0" in footer and "MIT" in footer, (
+            f"{doc}: no licence in the footer"
+        )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         name = doc.replace("/", "__")
         page.screenshot(path=str(ARTIFACTS / f"{name}.light.png"), full_page=True)
@@ -152,10 +171,83 @@ def test_page(browser, site_url, doc):
     context, page, problems = visit(browser, url, scheme="dark")
     try:
         assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
+        # In dark mode only the colours change: axe's contrast rule alone.
+        check_accessibility(page, f"{doc} (dark)", rules=["color-contrast"])
         page.screenshot(path=str(ARTIFACTS / f"{name}.dark.png"), full_page=True)
         assert not problems, f"{doc} (dark): " + "\n".join(problems)
     finally:
         context.close()
+    context, page, problems = visit(browser, url, width=PHONE)
+    try:
+        check_fits_a_phone(page, doc)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.light.{PHONE}.png"))
+        assert not problems, f"{doc} ({PHONE} px): " + "\n".join(problems)
+    finally:
+        context.close()
+
+
+def check_fits_a_phone(page, doc):
+    """At 390 px nothing makes the page scroll sideways, and no figure shrinks below 60 %
+    of its size: a wider one scrolls in its own strip, with a link to the full size."""
+    page.wait_for_timeout(200)
+    shrunk = page.evaluate(
+        """() => [...document.querySelectorAll('.bd-article img')].filter(i => {
+            if (i.closest('.btn') || !i.naturalWidth) return false;
+            const meant = parseFloat(i.getAttribute('width')) || i.naturalWidth;
+            const scale = i.getBoundingClientRect().width / meant;
+            const wide = i.closest('.course-wide');
+            const link = wide && wide.querySelector('.course-wide-hint a[href]');
+            return scale < 0.6 || (wide && !link);
+        }).map(i => i.src.split('/').pop())"""
+    )
+    assert not shrunk, f"{doc}: figures shrunk below 60 % at {PHONE} px: {shrunk}"
+    overflow = page.evaluate(
+        "() => document.documentElement.scrollWidth - window.innerWidth"
+    )
+    assert overflow <= 1, (
+        f"{doc}: the page scrolls sideways by {overflow} px at {PHONE} px"
+    )
+
+
+def check_accessibility(page, doc, rules=None):
+    """axe-core (no serious or critical violation), formulas out of the Tab order, and
+    every run of Chinese characters inside an element with lang="zh-Hans"."""
+    assert AXE.exists(), f"{AXE} is missing: `make` installs axe-core with npm"
+    page.add_script_tag(path=str(AXE))
+    options = {"resultTypes": ["violations"]}
+    if rules:
+        options["runOnly"] = {"type": "rule", "values": rules}
+    result = page.evaluate("(o) => axe.run(document, o)", options)
+    bad = [
+        f"{v['impact']} {v['id']}: {v['help']} -- {[n['target'] for n in v['nodes'][:3]]}"
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not bad, f"{doc}: axe-core violations:\n" + "\n".join(bad)
+    # A displayed formula wider than the column scrolls, so it may be a Tab stop; no
+    # other formula is.
+    stops = page.evaluate(
+        """() => [...document.querySelectorAll('mjx-container')].filter(m =>
+               m.tabIndex >= 0 && m.hasAttribute('tabindex')
+               && !(m.scrollWidth > m.clientWidth + 1)).length"""
+    )
+    assert stops == 0, f"{doc}: {stops} formulas are Tab stops"
+    untagged = page.evaluate(
+        """(han) => {
+            const re = new RegExp(han);
+            const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+            const out = [];
+            while (walker.nextNode()) {
+                const n = walker.currentNode, p = n.parentElement;
+                if (!re.test(n.data) || !p || p.closest('script, style')) continue;
+                const lang = p.closest('[lang]');
+                if (!lang || !lang.lang.startsWith('zh')) out.push(n.data.trim().slice(0, 30));
+            }
+            return out;
+        }""",
+        HAN,
+    )
+    assert not untagged, f"{doc}: Chinese text without lang='zh-Hans': {untagged[:5]}"
 
 
 def test_site_root_redirects_to_the_introduction(browser, site_url):
@@ -204,3 +296,225 @@ def test_search_finds_chapter(browser, site_url, doc, word):
 def test_every_toc_page_was_built():
     for doc in PAGES:
         assert (HTML / f"{doc}.html").exists(), doc
+
+
+def settle(page):
+    """Scroll to the bottom and back so that everything a reader would see has loaded."""
+    page.evaluate(
+        """async () => {
+            for (let y = 0; y < document.body.scrollHeight; y += 800) {
+                window.scrollTo(0, y);
+                await new Promise(r => setTimeout(r, 20));
+            }
+            window.scrollTo(0, 0);
+        }"""
+    )
+    page.wait_for_load_state("networkidle")
+
+
+@pytest.mark.parametrize("doc", CHAPTERS)
+def test_chapter_page_weight(browser, site_url, doc):
+    """Everything a chapter page loads (HTML, CSS, scripts, fonts, images; uncompressed,
+    as served here) is at most 2.5 MB."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    loaded = []
+    page.on(
+        "requestfinished",
+        lambda r: loaded.append((r.sizes()["responseBodySize"], r.url)),
+    )
+    try:
+        page.goto(f"{site_url}/{doc}.html", wait_until="networkidle")
+        settle(page)
+        total = sum(n for n, _ in loaded)
+        heaviest = sorted(loaded, reverse=True)[:5]
+        assert total <= MAX_PAGE_BYTES, (
+            f"{doc}: {total / 1e6:.2f} MB > {MAX_PAGE_BYTES / 1e6} MB; heaviest: {heaviest}"
+        )
+        assert not any("fontawesome" in u or u.endswith(".woff2") for _, u in loaded), (
+            "Font Awesome's script or web fonts were loaded: icons come from icons.css"
+        )
+    finally:
+        context.close()
+
+
+def dialog_visible(page, dialog_id):
+    return page.evaluate(
+        """(id) => {
+            const d = document.getElementById(id);
+            const r = d.getBoundingClientRect();
+            return d.open && r.width > 150 && r.height > 300
+                && getComputedStyle(d).visibility === 'visible';
+        }""",
+        dialog_id,
+    )
+
+
+def test_drawers_open_on_a_phone(browser, site_url):
+    doc = CHAPTERS[0]
+    context, page, problems = visit(browser, f"{site_url}/{doc}.html", width=PHONE)
+    try:
+        nav = page.locator(".bd-header-article .primary-toggle")
+        assert nav.is_visible(), "no navigation (☰) button at 390 px"
+        nav.tap()
+        page.wait_for_timeout(300)
+        assert dialog_visible(page, "pst-primary-sidebar-modal"), (
+            "☰ did not open the navigation"
+        )
+        link = page.locator(
+            "#pst-primary-sidebar-modal a[href$='02_nadaraya_watson.html']"
+        )
+        assert link.is_visible(), "the navigation drawer does not list chapter 2"
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+        assert not page.evaluate(
+            "() => document.getElementById('pst-primary-sidebar-modal').open"
+        )
+        contents = page.locator(".bd-header-article .secondary-toggle")
+        assert contents.is_visible(), "no contents button at 390 px"
+        contents.tap()
+        page.wait_for_timeout(300)
+        assert dialog_visible(page, "pst-secondary-sidebar-modal"), (
+            "the contents drawer did not open"
+        )
+        assert page.locator(
+            "#pst-secondary-sidebar-modal a.nav-link"
+        ).first.is_visible()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "drawer.contents.390.png"))
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+def test_sidebar_collapses_on_a_desktop(browser, site_url):
+    context, page, problems = visit(browser, f"{site_url}/{CHAPTERS[0]}.html")
+    try:
+        shown = """() => {
+            const s = document.getElementById('pst-primary-sidebar');
+            return s.getBoundingClientRect().right > 150
+                && getComputedStyle(s).visibility === 'visible';
+        }"""
+        article = (
+            "() => document.querySelector('.bd-article').getBoundingClientRect().left"
+        )
+        assert page.evaluate(shown)
+        left = page.evaluate(article)
+        page.click(".bd-header-article .primary-toggle")
+        page.wait_for_timeout(800)
+        assert not page.evaluate(shown), (
+            "the collapse-sidebar button did not collapse it"
+        )
+        assert page.evaluate(article) < left - 100, "the page did not take the room"
+        page.click(".bd-header-article .primary-toggle")
+        page.wait_for_timeout(800)
+        assert page.evaluate(shown), "the sidebar did not come back"
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [1280, PHONE])
+def test_search_stays_reachable_on_a_long_chapter(browser, site_url, width):
+    context, page, problems = visit(
+        browser, f"{site_url}/{CHAPTERS[0]}.html", width=width
+    )
+    try:
+        page.evaluate("() => window.scrollTo(0, document.body.scrollHeight / 2)")
+        page.wait_for_timeout(300)
+        search = page.locator(
+            ".search-button-field:visible, .bd-header-article .search-button:visible"
+        ).first
+        box = search.bounding_box()
+        assert box and 0 <= box["y"] < 900 and box["width"] > 0, (
+            f"no search field in view at {width} px after scrolling: {box}"
+        )
+        search.click()
+        page.wait_for_timeout(300)
+        assert page.locator("#pst-search-dialog input").is_visible(), (
+            "search did not open"
+        )
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("doc", [TOC["root"], CHAPTERS[0]])
+def test_phone_in_dark_mode(browser, site_url, doc):
+    context, page, problems = visit(browser, f"{site_url}/{doc}.html", "dark", PHONE)
+    try:
+        check_fits_a_phone(page, doc)
+        # plots keep a white background behind their black labels
+        backgrounds = page.eval_on_selector_all(
+            ".bd-article .cell_output img",
+            "els => [...new Set(els.map(e => getComputedStyle(e).backgroundColor))]",
+        )
+        assert backgrounds in ([], ["rgb(255, 255, 255)"]), backgrounds
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        name = doc.replace("/", "__")
+        page.screenshot(path=str(ARTIFACTS / f"{name}.dark.{PHONE}.png"))
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+def test_print_wraps_code_lines(browser, site_url):
+    context, page, problems = visit(browser, f"{site_url}/{CHAPTERS[0]}.html")
+    try:
+        page.emulate_media(media="print")
+        modes = page.eval_on_selector_all(
+            ".bd-article pre",
+            "els => [...new Set(els.map(e => getComputedStyle(e).whiteSpace))]",
+        )
+        assert modes == ["pre-wrap"], f"code in print is {modes}, not wrapped"
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+def test_landing_page_starts_a_reader(browser, site_url):
+    for width in (1280, PHONE):
+        context, page, problems = visit(
+            browser, f"{site_url}/{TOC['root']}.html", width=width
+        )
+        try:
+            start = page.locator("a:has-text('Start with chapter 1')")
+            assert start.first.is_visible()
+            assert start.first.get_attribute("href").endswith(
+                "01_queries_keys_values.html"
+            )
+            colab = f"https://colab.research.google.com/github/{REPO}/blob/main/chapters/01_queries_keys_values.ipynb"
+            assert page.locator(f"a[href='{colab}']").count() >= 1, (
+                "no Open in Colab link"
+            )
+            assert page.locator(".bd-article table").count() == 0, (
+                "the chapter map is a table"
+            )
+            title = CONFIG["title"]
+            shown = page.evaluate(
+                """(title) => [...document.querySelectorAll('body *')].filter(e =>
+                    e.children.length === 0 && e.textContent.trim() === title
+                    && e.getBoundingClientRect().top < window.innerHeight
+                    && e.getBoundingClientRect().height > 0
+                    && e.getBoundingClientRect().width > 0
+                    && getComputedStyle(e).visibility === 'visible').length""",
+                title,
+            )
+            assert shown <= 1, f"the course title is shown {shown} times above the fold"
+            overflow = page.evaluate(
+                "() => document.documentElement.scrollWidth - window.innerWidth"
+            )
+            assert overflow <= 1, f"the landing page scrolls sideways at {width} px"
+            assert not problems, "\n".join(problems)
+        finally:
+            context.close()
+    nxt = page_next(browser, site_url, TOC["root"])
+    assert nxt.endswith("setup.html"), f"'Next' from the landing page leads to {nxt}"
+
+
+def page_next(browser, site_url, doc):
+    context, page, _ = visit(browser, f"{site_url}/{doc}.html")
+    try:
+        return page.get_attribute("a.right-next", "href")
+    finally:
+        context.close()
