@@ -154,7 +154,7 @@ def draw_tiling(path):
 
 
 def draw_causal_tiles(path):
-    """T = 8 blocks per side: above the diagonal skipped, on it masked, below full."""
+    """n_b = 8 blocks per side: above the diagonal skipped, on it masked, below full."""
     T, cell = 8, 1.2
     width, height = 33.0, 14.6
     d = Diagram(width, height)
@@ -214,7 +214,7 @@ def draw_causal_tiles(path):
     d.text(
         lx,
         ly - 5.3,
-        "computed: 8 + 28 = 36 of 64 tiles = T(T + 1) / 2",
+        "computed: 8 + 28 = 36 of 64 tiles = $n_b(n_b + 1)\,/\,2$",
         ha="left",
         weight="bold",
         size=SHAPE_SIZE + 1,
@@ -222,7 +222,7 @@ def draw_causal_tiles(path):
     d.text(
         lx,
         ly - 6.3,
-        "a fraction (T + 1) / 2T, which tends to one half",
+        "a fraction $(n_b + 1)\,/\,2n_b$ ($n_b$ = 8 blocks), which tends to one half",
         ha="left",
         size=SHAPE_SIZE + 0.5,
     )
