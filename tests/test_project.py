@@ -112,11 +112,13 @@ def repository_url():
     return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
 
 
-COLAB_CELL = """# On Colab, install the course library from its repository; anywhere else this cell does nothing.
+COLAB_CELL = """# On Colab, install the course library from its repository; anywhere else this cell
+# does nothing.
 import sys
 
 if "google.colab" in sys.modules:
-    %pip install --quiet "attention-lib @ git+{url}\""""
+    %pip install --quiet \\
+        "attention-lib @ git+{url}\""""
 
 
 def test_every_chapter_starts_with_the_colab_install_of_this_repository():
