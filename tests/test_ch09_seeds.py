@@ -1,18 +1,21 @@
 """Chapter 9's claims about trained models, checked over five pre-training seeds.
 
-The notebook trains with seeds 0, 1, 2 (its time budget); this test repeats every claim
-that chapter 9 makes about the trained models with seeds 0..4, outside nbval. It does
-not copy the chapter's code: it reads the chapter's own definitions (the MQAR data, the
-training loop, the ablation and the sliding-window decoder, and the upper-case
-constants, so the same budget of steps) from the notebook and runs them.
-
-About 60-90 s single-threaded.
+The notebook trains with seeds 0, 1, 2 (its time budget) and opens seed 0; this test
+repeats every claim that chapter 9 makes about the trained models with seeds 0..4,
+outside nbval. It does not copy the chapter's code: it reads the chapter's own
+definitions (the MQAR data, the training loop, the ablation and the sliding-window
+decoder, and the upper-case constants, so the same budget of steps) from the notebook
+and runs them. One module-scoped fixture trains and measures every seed once (about 75 s
+single-threaded, nearly all of it training); each test then checks one group of claims
+over all the seeds, so that a failure names the claim and the seeds, and claims that a
+result *varies* with the seed can be checked too.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import json
 import math
 from pathlib import Path
 
@@ -52,11 +55,8 @@ def _wanted(node) -> bool:
     return False
 
 
-@pytest.fixture(scope="module")
-def ch():
-    """The chapter's definitions, executed in one namespace."""
-    import json
-
+def _load_chapter() -> dict:
+    """The chapter's definitions, executed in one namespace, in notebook order."""
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     namespace = {"torch": torch, "F": F, "al": al, "math": math, "copy": copy}
     found = set()
@@ -71,105 +71,199 @@ def ch():
             else ln
             for ln in source.splitlines()
         ]
-        tree = ast.parse("\n".join(lines))
-        for node in tree.body:
-            if _wanted(node):
-                code = ast.Module(body=[node], type_ignores=[])
-                try:
-                    exec(compile(code, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
-                except NameError:  # an upper-case tensor (W, X, ...), not a constant
-                    continue
+        for node in ast.parse("\n".join(lines)).body:
+            if not _wanted(node):
+                continue
+            code = ast.Module(body=[node], type_ignores=[])
+            try:
+                exec(compile(code, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
+            except NameError:  # an upper-case tensor (W, X, ...), not a constant
                 if isinstance(node, ast.FunctionDef):
-                    found.add(node.name)
+                    raise
+                continue
+            if isinstance(node, ast.FunctionDef):
+                found.add(node.name)
     assert found == FUNCTIONS, f"missing in the chapter: {FUNCTIONS - found}"
-    assert (
-        namespace["STEPS"] == 200 and namespace["BATCH"] == 64
-    )  # the chapter's budget
+    assert TEST_SET <= namespace.keys(), "the chapter's test set was not found"
+    # the chapter's budget (the claims are about this budget)
+    assert (namespace["STEPS"], namespace["BATCH"], namespace["LR"]) == (200, 64, 3e-3)
+    assert namespace["UPTRAIN_STEPS"] == 10 and namespace["CURVE_STEPS"][-1] == 40
     return namespace
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_chapter9_claims_hold_for_seed(ch, seed):
-    torch.set_num_threads(1)
-    tokens, targets = ch["test_tokens"], ch["test_targets"]
+def _measure(ch: dict, seed: int) -> dict:
+    """Train the three models of 9.3 with `seed` and measure everything the chapter
+    claims about them."""
+    tokens, targets, asked = ch["test_tokens"], ch["test_targets"], ch["test_asked"]
     smooth, accuracy, train = ch["smooth"], ch["accuracy"], ch["train"]
     N, SEQ_LEN, H = ch["N"], ch["SEQ_LEN"], ch["H"]
-    kv_heads = ch["KV_HEADS"]
+    r = {}
 
-    # 9.3: all three learn the lookup; MHA clicks first; plateau at ln 8; start at ln 80
-    runs = {name: ch["train_from_scratch"](n, seed) for name, n in kv_heads.items()}
-    acc = {name: accuracy(m, tokens, targets) for name, (m, _) in runs.items()}
-    curve = {name: smooth(losses) for name, (_, losses) in runs.items()}
-    assert all(a >= 0.95 for a in acc.values()), acc
-    assert curve["MHA"][99] < min(curve["GQA"][99], curve["MQA"][99])
-    assert all(c[-1] < 0.05 for c in curve.values())
-    assert all(abs(c[39] - math.log(8)) < 0.15 for c in curve.values())
-    assert all(
-        abs(losses[0] - math.log(ch["VOCAB"])) < 0.5 for _, losses in runs.values()
-    )
+    # 9.3: three models trained from scratch
+    runs = {n: ch["train_from_scratch"](k, seed) for n, k in ch["KV_HEADS"].items()}
+    r["acc"] = {name: accuracy(m, tokens, targets) for name, (m, _) in runs.items()}
+    r["curve"] = {name: smooth(losses) for name, (_, losses) in runs.items()}
+    r["first_loss"] = {name: losses[0] for name, (_, losses) in runs.items()}
 
-    # 9.4: the mean of the heads points at the right record; the head ablation
+    # 9.4: where the questions look, and the head ablation
     mha = runs["MHA"][0].eval()
     with torch.no_grad():
         mha(tokens, need_weights=True)
     W = mha.attention_weights[0][:, :, torch.arange(N, SEQ_LEN, 2)]  # (B, H, N, n)
-    asked = ch["test_asked"]
-    assert (W[..., :N].mean(dim=1).argmax(dim=-1) == asked).float().mean() >= 0.9
-    assert (W.mean(dim=1).argmax(dim=-1) == asked).float().mean() >= 0.75
-    drop_one, only_one = ch["ablations"](mha)
-    assert max(only_one) < 0.6 and min(only_one) > 1 / 8, only_one
-    assert min(drop_one) > 0.85, drop_one
-    none_left = accuracy(ch["without_heads"](mha, range(H)), tokens, targets)
-    assert abs(none_left - 1 / 8) < 0.05
+    on_records = W[..., :N]  # (B, H, N, N)
+    r["per_head"] = [
+        (on_records[:, h].argmax(dim=-1) == asked).float().mean().item()
+        for h in range(H)
+    ]
+    r["combined"] = (on_records.mean(1).argmax(-1) == asked).float().mean().item()
+    r["anywhere"] = (W.mean(dim=1).argmax(dim=-1) == asked).float().mean().item()
+    # exercise 2: per head, the hit rate by questioned key
+    keys = tokens[:, torch.arange(N, SEQ_LEN, 2)] - ch["QUESTION0"]  # (B, N)
+    right = torch.stack([on_records[:, h].argmax(-1) == asked for h in range(H)])
+    by_key = torch.stack(
+        [right[:, keys == k].float().mean(dim=1) for k in range(ch["NUM_KEYS"])], dim=1
+    )  # (H, keys)
+    r["key_spread"] = (by_key.max(dim=1).values - by_key.min(dim=1).values).tolist()
+    r["drop_one"], r["only_one"] = ch["ablations"](mha)
+    r["none_left"] = accuracy(ch["without_heads"](mha, range(H)), tokens, targets)
 
-    # 9.5: conversion, uptraining (the chapter's uptraining seed 2), the recovery curve
+    # 9.5: conversion and uptraining (the chapter's uptraining seed 2); the curve to
+    # 40 steps where the chapter states it (mean-pooling, and MQA), else 10 steps
     steps = ch["CURVE_STEPS"]
-    converted, up = {}, {}
+    r["converted"], r["up"] = {}, {}
     for n in (4, 2, 1):
         for method in ("mean", "first"):
             model = al.convert_to_gqa(mha, n, method=method)
-            converted[n, method] = accuracy(model, tokens, targets)
+            r["converted"][n, method] = accuracy(model, tokens, targets)
             torch.manual_seed(2)
-            # the curve to 40 steps where the chapter states it, else 10 steps
-            last = steps[-1] if method == "mean" or n == 1 else steps[0]
+            last = steps[-1] if method == "mean" or n == 1 else ch["UPTRAIN_STEPS"]
             _, tested = train(
                 model, last, torch.Generator().manual_seed(2), test_at=steps
             )
-            up[n, method] = tested
-    u10 = {key: t[ch["UPTRAIN_STEPS"]] for key, t in up.items()}
-    scratch = {2: acc["GQA"], 1: acc["MQA"]}
-    for n in (4, 2, 1):
-        for method in ("mean", "first"):
-            assert 1 / 8 < converted[n, method] < acc["MHA"] - 0.1
-            assert u10[n, method] > converted[n, method]
-            if n in scratch:
-                assert u10[n, method] < scratch[n]
-    assert converted[4, "mean"] > converted[2, "mean"] > converted[1, "mean"]
-    assert u10[4, "mean"] >= 0.9
-    assert u10[4, "mean"] > u10[2, "mean"] > u10[1, "mean"]
-    for n in (4, 2):
-        assert u10[n, "mean"] > u10[n, "first"]
-    for n in (2, 1):
-        assert converted[n, "first"] > converted[n, "mean"]
-    assert u10[1, "mean"] < 0.9 <= acc["MQA"]
-    assert up[1, "mean"][40] > up[1, "first"][40]  # MQA: the mean wins at 40 steps
-    assert all(up[n, "mean"][40] >= 0.9 for n in (4, 2)), up
-    assert up[1, "mean"][40] > up[1, "mean"][10] + 0.2, up[1, "mean"]
+            r["up"][n, method] = tested
 
-    # 9.6: the cache gives the same tokens as no cache
+    # 9.6: generating with and without the cache
     prompts = tokens[:200, : N + 1]
-    for model, _ in runs.values():
+    r["same_tokens"], r["first_answer"] = {}, {}
+    for name, (model, _) in runs.items():
         model.eval()
-        assert torch.equal(
-            model.generate(prompts, SEQ_LEN - N - 1),
-            model.generate(prompts, SEQ_LEN - N - 1, use_cache=False),
+        cached = model.generate(prompts, SEQ_LEN - N - 1)
+        uncached = model.generate(prompts, SEQ_LEN - N - 1, use_cache=False)
+        r["same_tokens"][name] = torch.equal(cached, uncached)
+        r["first_answer"][name] = (
+            (cached[:, N + 1] == targets[:200, N]).float().mean().item()
         )
 
-    # exercise 1: a sliding window of 4 and of 2 answers as predicted, within 0.05
-    all_prompts = tokens[:, : N + 1]
+    # exercise 1: the sliding window
+    r["window"] = {}
     for window in (4, 2):
-        out = ch["generate_window"](mha, all_prompts, 1, window=window)
-        measured = (out[:, N + 1] == targets[:, N]).float().mean().item()
-        visible = (window - 1) / N
-        predicted = visible + (1 - visible) / ch["NUM_VALUES"]
-        assert abs(measured - predicted) < 0.05, (window, measured, predicted)
+        out = ch["generate_window"](mha, tokens[:, : N + 1], 1, window=window)
+        r["window"][window] = (out[:, N + 1] == targets[:, N]).float().mean().item()
+    return r
+
+
+@pytest.fixture(scope="module")
+def ch():
+    return _load_chapter()
+
+
+@pytest.fixture(scope="module")
+def results(ch):
+    """{seed: measurements}, single-threaded like the chapter."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {seed: _measure(ch, seed) for seed in SEEDS}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_all_three_learn_the_lookup_mha_first(ch, results):
+    """9.3 and its loss figure."""
+    for seed, r in results.items():
+        acc, curve = r["acc"], r["curve"]
+        assert all(a >= 0.95 for a in acc.values()), (seed, acc)
+        assert curve["MHA"][99] < min(curve["GQA"][99], curve["MQA"][99]), seed
+        assert all(c[-1] < 0.05 for c in curve.values()), seed
+        assert all(abs(c[39] - math.log(8)) < 0.15 for c in curve.values()), seed
+        assert all(
+            abs(loss - math.log(ch["VOCAB"])) < 0.5 for loss in r["first_loss"].values()
+        ), seed
+
+
+def test_questions_look_at_the_record(results):
+    """9.4: single heads find the record for only part of the questions, their mean
+    for most."""
+    for seed, r in results.items():
+        assert max(r["per_head"]) < 0.8, (seed, r["per_head"])
+        assert r["combined"] >= 0.9 and r["combined"] > max(r["per_head"]) + 0.15, seed
+        assert r["anywhere"] >= 0.75, seed
+
+
+def test_head_ablation(results):
+    """9.4: no head does it alone, none is indispensable, the cheapest costs nothing."""
+    for seed, r in results.items():
+        drop_one, only_one = r["drop_one"], r["only_one"]
+        assert max(only_one) < 0.6 and min(only_one) > 1 / 8, (seed, only_one)
+        assert min(drop_one) > 0.85, (seed, drop_one)
+        assert max(drop_one) > r["acc"]["MHA"] - 0.005, (seed, drop_one)
+        assert abs(r["none_left"] - 1 / 8) < 0.05, seed
+
+
+def test_conversion_and_uptraining(ch, results):
+    """9.5: the bar chart, the recovery curve and the five observations."""
+    ten, forty = ch["UPTRAIN_STEPS"], ch["CURVE_STEPS"][-1]
+    mqa_mean_ahead_at_10 = set()
+    for seed, r in results.items():
+        acc, conv, up = r["acc"], r["converted"], r["up"]
+        u10 = {key: tested[ten] for key, tested in up.items()}
+        scratch = {2: acc["GQA"], 1: acc["MQA"]}
+        for n in (4, 2, 1):
+            for method in ("mean", "first"):
+                assert 1 / 8 < conv[n, method] < acc["MHA"] - 0.1, (seed, n, method)
+                assert u10[n, method] > conv[n, method], (seed, n, method)
+                if n in scratch:
+                    assert u10[n, method] < scratch[n], (seed, n, method)
+        for method in ("mean", "first"):  # fewer heads, bigger loss
+            assert conv[4, method] > conv[2, method] > conv[1, method], (seed, method)
+        assert u10[4, "mean"] >= 0.9, seed
+        assert u10[4, "mean"] > u10[2, "mean"] > u10[1, "mean"], seed
+        for n in (4, 2):
+            assert u10[n, "mean"] > u10[n, "first"], (seed, n)
+        for n in (2, 1):
+            assert conv[n, "first"] > conv[n, "mean"], (seed, n)
+        assert u10[1, "mean"] < acc["MQA"] - 0.3, seed  # MQA: far below, 10 steps
+        assert up[1, "mean"][forty] > up[1, "first"][forty], seed  # mean wins at 40
+        assert all(up[n, "mean"][forty] >= 0.9 for n in (4, 2)), seed
+        assert up[1, "mean"][forty] >= 0.85, seed
+        assert up[1, "mean"][forty] > up[1, "mean"][ten] + 0.2, seed
+        # the recovery curve: with mean-pooling GQA gets most of the loss back within
+        # 20 steps (10 %), MQA more slowly
+        back = {
+            n: (up[n, "mean"][20] - conv[n, "mean"]) / (acc["MHA"] - conv[n, "mean"])
+            for n in (4, 2, 1)
+        }
+        assert back[1] < back[2] and min(back[4], back[2]) > 0.5, (seed, back)
+        if u10[1, "mean"] > u10[1, "first"]:
+            mqa_mean_ahead_at_10.add(seed)
+    # "for our MQA, which of the two is ahead after 10 steps changes with the seed"
+    assert 0 < len(mqa_mean_ahead_at_10) < len(SEEDS), mqa_mean_ahead_at_10
+
+
+def test_generation_with_and_without_cache(results):
+    """9.6: the cache changes the cost, not the tokens; the first answer is right."""
+    for seed, r in results.items():
+        assert all(r["same_tokens"].values()), seed
+        assert all(a >= 0.95 for a in r["first_answer"].values()), (seed, r)
+
+
+def test_exercises(ch, results):
+    """Exercise 1 (a sliding window answers as predicted, within 0.05) and exercise 2
+    (every head is clearly better at some keys than at others)."""
+    N = ch["N"]
+    for seed, r in results.items():
+        for window, measured in r["window"].items():
+            visible = (window - 1) / N
+            predicted = visible + (1 - visible) / ch["NUM_VALUES"]
+            assert abs(measured - predicted) < 0.05, (seed, window, measured)
+        assert min(r["key_spread"]) > 0.2, (seed, r["key_spread"])
