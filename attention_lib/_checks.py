@@ -21,8 +21,8 @@ def check_rank(name: str, x: torch.Tensor, ranks: tuple[int, ...], legend: str) 
         )
     if x.dim() not in ranks:
         raise ValueError(
-            f"{name}: expected a {' or '.join(f'{r}-D' for r in ranks)} tensor of shape {legend}, "
-            f"got shape {tuple(x.shape)}"
+            f"{name}: expected a {' or '.join(f'{r}-D' for r in ranks)} tensor of "
+            f"shape {legend}, got shape {tuple(x.shape)}"
         )
 
 
@@ -31,7 +31,8 @@ def check_last_dim(name: str, x: torch.Tensor, expected: int, what: str) -> None
     width)."""
     if x.shape[-1] != expected:
         raise ValueError(
-            f"{name}: expected last dimension {expected} ({what}), got {x.shape[-1]} (shape {tuple(x.shape)})"
+            f"{name}: expected last dimension {expected} ({what}), got {x.shape[-1]} "
+            f"(shape {tuple(x.shape)})"
         )
 
 
@@ -48,18 +49,20 @@ def check_qkv(
             )
     if keys.shape[-2] != values.shape[-2]:
         raise ValueError(
-            f"keys and values must hold the same number of pairs K: got keys {tuple(keys.shape)} "
-            f"(K={keys.shape[-2]}) and values {tuple(values.shape)} (K={values.shape[-2]})"
+            "keys and values must hold the same number of pairs K: got keys "
+            f"{tuple(keys.shape)} (K={keys.shape[-2]}) and values "
+            f"{tuple(values.shape)} (K={values.shape[-2]})"
         )
     if same_width and queries.shape[-1] != keys.shape[-1]:
         raise ValueError(
-            f"queries and keys must have the same width D for a dot product: got queries "
-            f"{tuple(queries.shape)} (D={queries.shape[-1]}) and keys {tuple(keys.shape)} (D={keys.shape[-1]})"
+            "queries and keys must have the same width D for a dot product: got "
+            f"queries {tuple(queries.shape)} (D={queries.shape[-1]}) and keys "
+            f"{tuple(keys.shape)} (D={keys.shape[-1]})"
         )
     if queries.shape[:-2] != keys.shape[:-2] or keys.shape[:-2] != values.shape[:-2]:
         raise ValueError(
-            "queries, keys and values must share their leading (batch) dimensions: got "
-            f"{tuple(queries.shape)}, {tuple(keys.shape)}, {tuple(values.shape)}"
+            "queries, keys and values must share their leading (batch) dimensions: "
+            f"got {tuple(queries.shape)}, {tuple(keys.shape)}, {tuple(values.shape)}"
         )
 
 

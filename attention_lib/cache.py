@@ -37,8 +37,11 @@ class KVCache:
     cached. ``keys`` and ``values`` are views of the first ``len(cache)`` positions of
     preallocated buffers. A cache belongs to one layer and one batch: appending keys of
     another batch size, head count, head width, dtype or device raises ``ValueError``.
-    Meant for inference (``torch.no_grad()``); when the new keys require grad the cache
-    concatenates instead of writing in place, so autograd stays correct.
+    Meant for inference (``torch.no_grad()`` or ``torch.inference_mode()``; a prefill
+    under one and decoding under the other works: buffers made in inference mode are
+    moved into ordinary tensors, once, at the first write outside it). When the new
+    keys require grad the cache concatenates instead of writing in place, so autograd
+    stays correct.
 
     Args:
         capacity: positions to allocate at the first append (default: what that append
@@ -50,11 +53,15 @@ class KVCache:
             isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0
         ):
             raise ValueError(
-                f"KVCache: expected capacity to be a positive int or None, got {capacity!r}"
+                "KVCache: expected capacity to be a positive int or None, got "
+                f"{capacity!r}"
             )
         self._capacity_hint = capacity
         self._keys: torch.Tensor | None = None  # (B, Hkv, capacity, d)
         self._values: torch.Tensor | None = None  # (B, Hkv, capacity, dv)
+        # When d == dv both live in one buffer (2, B, Hkv, capacity, d): _keys is
+        # _kv[0] and _values is _kv[1], so a decode step writes both with one copy.
+        self._kv: torch.Tensor | None = None
         self._length = 0
 
     def __len__(self) -> int:
@@ -81,7 +88,7 @@ class KVCache:
 
     def reset(self) -> None:
         """Forget everything (the next append may have another batch size)."""
-        self._keys = self._values = None
+        self._keys = self._values = self._kv = None
         self._length = 0
 
     def crop(self, length: int) -> None:
@@ -93,7 +100,8 @@ class KVCache:
             or not 0 <= length <= self._length
         ):
             raise ValueError(
-                f"KVCache.crop: expected a length in 0 .. {self._length}, got {length!r}"
+                f"KVCache.crop: expected a length in 0 .. {self._length}, got "
+                f"{length!r}"
             )
         self._length = length
 
@@ -114,7 +122,8 @@ class KVCache:
             check_rank("values", values, (4,), "(B, Hkv, n, dv)")
         if keys.shape[:3] != values.shape[:3]:
             raise ValueError(
-                f"keys and values must share (B, Hkv, n): got keys {tuple(keys.shape)} and values {tuple(values.shape)}"
+                f"keys and values must share (B, Hkv, n): got keys {tuple(keys.shape)} "
+                f"and values {tuple(values.shape)}"
             )
         ck = self._keys
         if ck is not None and (
@@ -130,8 +139,18 @@ class KVCache:
             self._check_matches("values", values, self._values)
         n = keys.shape[2]
         if (
+            ck is not None
+            and ck.is_inference()
+            and not torch.is_inference_mode_enabled()
+        ):
+            # Buffers made under torch.inference_mode() (say a prefill) cannot be
+            # written outside it (say a decode step under torch.no_grad()): move the
+            # cached positions into ordinary tensors, once.
+            self._grow(keys, values, self.capacity)
+        if (
             keys.requires_grad or values.requires_grad
         ):  # autograd: no in-place writes into shared buffers
+            self._kv = None
             self._keys = (
                 keys if self._keys is None else torch.cat([self.keys, keys], dim=2)
             )
@@ -156,18 +175,52 @@ class KVCache:
         self._length = needed
         return self._keys.narrow(2, 0, needed), self._values.narrow(2, 0, needed)
 
+    def _append_kv(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`update` for keys and values stacked as ``kv (2, B, Hkv, n, d)`` (a
+        view of one fused K/V projection), the decode step's fast path: when the
+        packed buffer has room and matches, one copy and a few shape comparisons;
+        anything else goes through :meth:`update` (its checks, errors and growth)."""
+        buf, n = self._kv, kv.shape[3]
+        if (
+            buf is None
+            or kv.shape[1] != buf.shape[1]
+            or kv.shape[2] != buf.shape[2]
+            or kv.shape[4] != buf.shape[4]
+            or self._length + n > buf.shape[3]
+            or kv.dtype != buf.dtype
+            or kv.device != buf.device
+            or kv.requires_grad
+            or (buf.is_inference() and not torch.is_inference_mode_enabled())
+        ):
+            return self.update(kv[0], kv[1])
+        start = self._length
+        buf.narrow(3, start, n).copy_(kv)  # keys and values of the n new positions
+        self._length = start + n
+        return self._keys.narrow(2, 0, start + n), self._values.narrow(2, 0, start + n)
+
+    def _state(self) -> tuple:
+        """What :meth:`_restore` needs to undo later appends (buffers are not
+        copied: an append writes only beyond the current length)."""
+        return self._keys, self._values, self._kv, self._length
+
+    def _restore(self, state: tuple) -> None:
+        self._keys, self._values, self._kv, self._length = state
+
     def _grow(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
         B, Hkv, _, d = keys.shape
-        new_keys = keys.new_empty(B, Hkv, capacity, d)  # (B, Hkv, capacity, d)
-        new_values = values.new_empty(
-            B, Hkv, capacity, values.shape[3]
-        )  # (B, Hkv, capacity, dv)
+        dv = values.shape[3]
+        if d == dv and keys.dtype == values.dtype and keys.device == values.device:
+            kv = keys.new_empty(2, B, Hkv, capacity, d)  # (2, B, Hkv, capacity, d)
+            new_keys, new_values = kv[0], kv[1]
+        else:
+            kv = None
+            new_keys = keys.new_empty(B, Hkv, capacity, d)  # (B, Hkv, capacity, d)
+            new_values = values.new_empty(B, Hkv, capacity, dv)  # (.., dv)
         if self._keys is not None:
-            new_keys.narrow(2, 0, self._length).copy_(
-                self.keys
-            )  # the one copy, when the capacity doubles
+            # the one copy, when the capacity doubles
+            new_keys.narrow(2, 0, self._length).copy_(self.keys)
             new_values.narrow(2, 0, self._length).copy_(self.values)
-        self._keys, self._values = new_keys, new_values
+        self._keys, self._values, self._kv = new_keys, new_values, kv
 
     def _check_matches(
         self, name: str, new: torch.Tensor, cached: torch.Tensor
@@ -181,11 +234,14 @@ class KVCache:
         ):
             if want != got:
                 raise ValueError(
-                    f"KVCache: {name} of shape {tuple(new.shape)} do not fit this cache, which holds "
-                    f"{tuple(cached.narrow(2, 0, self._length).shape)}: expected {what} = {want}, got {got} "
-                    "(one cache per layer and batch; call reset() to start another sequence)"
+                    f"KVCache: {name} of shape {tuple(new.shape)} do not fit this "
+                    "cache, which holds "
+                    f"{tuple(cached.narrow(2, 0, self._length).shape)}: expected "
+                    f"{what} = {want}, got {got} (one cache per layer and batch; call "
+                    "reset() to start another sequence)"
                 )
         if new.dtype != cached.dtype or new.device != cached.device:
             raise ValueError(
-                f"KVCache: expected {name} of dtype {cached.dtype} on {cached.device}, got {new.dtype} on {new.device}"
+                f"KVCache: expected {name} of dtype {cached.dtype} on {cached.device}, "
+                f"got {new.dtype} on {new.device}"
             )

@@ -8,8 +8,8 @@ The model is the usual pre-norm stack (as in GPT-2 and Llama, without their
 refinements)::
 
     tokens (B, n) -> embedding + sinusoidal positions (B, n, E)
-                  -> num_layers x [ X + GQA(LayerNorm(X)),  causal, with its KV cache
-                                    X + MLP(LayerNorm(X)) ] (B, n, E)
+                  -> num_layers x [ X' = X + GQA(LayerNorm(X)), causal, with a KV cache
+                                    X' + MLP(LayerNorm(X')) ] (B, n, E)
                   -> LayerNorm -> Linear -> logits (B, n, V)
 
 Not a framework: a hundred lines to train on a toy task, to look inside, and to decode
@@ -30,13 +30,15 @@ __all__ = ["DecoderBlock", "TinyDecoder"]
 
 
 class DecoderBlock(nn.Module):
-    """One pre-norm block: ``X + GQA(LN(X))`` (causal), then ``X + MLP(LN(X))``; ``(B,
-    n, E) -> (B, n, E)``.
+    """One pre-norm block: ``X' = X + GQA(LN1(X))`` (causal), then
+    ``X' + MLP(LN2(X'))``; ``(B, n, E) -> (B, n, E)``.
 
     The MLP is ``Linear(E, mlp_ratio * E) -> GELU -> Linear(mlp_ratio * E, E)``.
     ``kv_cache`` (an :class:`~attention_lib.KVCache`) holds this block's keys and values
-    ``(B, Hkv, T, d)`` from earlier calls; ``need_weights=True`` runs attention's
-    readable path, which keeps ``attention.attention_weights`` ``(B, H, n, T)``.
+    ``(B, Hkv, T, d)`` from earlier calls; ``need_weights=True`` (the default, as for
+    the attention layers) runs attention's readable path, which keeps
+    ``attention.attention_weights`` ``(B, H, n, T)``; ``need_weights=False`` runs the
+    fused path (pass it when training or timing).
     """
 
     def __init__(
@@ -60,7 +62,7 @@ class DecoderBlock(nn.Module):
             nn.Dropout(dropout),
         )
 
-    def forward(self, X, kv_cache: KVCache | None = None, need_weights: bool = False):
+    def forward(self, X, kv_cache: KVCache | None = None, need_weights: bool = True):
         Y = self.norm1(X)  # (B, n, E)
         X = X + self.attention(
             Y, Y, Y, is_causal=True, kv_cache=kv_cache, need_weights=need_weights
@@ -87,11 +89,13 @@ class TinyDecoder(nn.Module):
     :class:`~attention_lib.PositionalEncoding`: nothing to learn, and a token decoded
     with a cache of ``T`` tokens simply gets position ``T`` (``offset=T``).
 
-    ``forward(tokens (B, n), kv_caches=None, need_weights=False)`` -> logits ``(B, n,
+    ``forward(tokens (B, n), kv_caches=None, need_weights=True)`` -> logits ``(B, n,
     V)``. With ``kv_caches`` (one :class:`~attention_lib.KVCache` per block) the tokens
     continue the cached sequence: their positions start at ``len(kv_caches[0])`` and
-    their keys/values are appended. With ``need_weights=True`` every block keeps its
-    attention weights, see :meth:`attention_weights`.
+    their keys/values are appended. ``need_weights`` has the layers' default, True:
+    the readable path, every block keeping its weights (the attribute
+    :attr:`attention_weights`); pass ``need_weights=False`` for the fused path when
+    training or timing. :meth:`generate` runs the fused path.
     """
 
     def __init__(
@@ -126,33 +130,45 @@ class TinyDecoder(nn.Module):
         self.norm = nn.LayerNorm(num_hiddens)
         self.head = nn.Linear(num_hiddens, vocab_size)
 
-    def _check_tokens(self, tokens, name: str = "tokens", offset: int = 0) -> None:
+    def _check_tokens(
+        self, tokens, name: str = "tokens", offset: int = 0, ids: bool = True
+    ) -> None:
+        """Raise ``ValueError`` for tokens that are not a non-empty ``(B, n)`` integer
+        tensor fitting ``max_len`` after ``offset`` cached positions; with ``ids``
+        also for ids outside ``0 .. V-1`` (``min``/``max`` wait for the values: on a
+        GPU a host sync, so :meth:`generate` checks its prompt once and not the
+        tokens it produces itself)."""
         if not isinstance(tokens, torch.Tensor):
             raise ValueError(
-                f"{name}: expected an integer tensor of shape (B, n), got {type(tokens).__name__}"
+                f"{name}: expected an integer tensor of shape (B, n), got "
+                f"{type(tokens).__name__}"
             )
         if tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
             raise ValueError(
-                f"{name}: expected an integer tensor of shape (B, n), got a {tokens.dtype} tensor of "
-                f"shape {tuple(tokens.shape)}"
+                f"{name}: expected an integer tensor of shape (B, n), got a "
+                f"{tokens.dtype} tensor of shape {tuple(tokens.shape)}"
             )
         if tokens.shape[1] == 0:
             raise ValueError(
                 f"{name}: expected at least one token, got shape {tuple(tokens.shape)}"
             )
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+        if (
+            ids
+            and tokens.numel()
+            and (tokens.min() < 0 or tokens.max() >= self.vocab_size)
+        ):
             raise ValueError(
                 f"{name}: expected token ids in 0..{self.vocab_size - 1}, got ids in "
                 f"{int(tokens.min())}..{int(tokens.max())}"
             )
         if offset + tokens.shape[1] > self.max_len:
             raise ValueError(
-                f"{name}: expected at most max_len={self.max_len} positions, got {offset} cached + "
-                f"{tokens.shape[1]} new = {offset + tokens.shape[1]}"
+                f"{name}: expected at most max_len={self.max_len} positions, got "
+                f"{offset} cached + {tokens.shape[1]} new = {offset + tokens.shape[1]}"
             )
 
     def forward(
-        self, tokens, kv_caches: list[KVCache] | None = None, need_weights: bool = False
+        self, tokens, kv_caches: list[KVCache] | None = None, need_weights: bool = True
     ):
         """``tokens (B, n)`` -> logits ``(B, n, V)``; with ``kv_caches`` the tokens
         continue the cached sequence."""
@@ -160,22 +176,28 @@ class TinyDecoder(nn.Module):
         if kv_caches is not None:
             if len(kv_caches) != self.num_layers:
                 raise ValueError(
-                    f"kv_caches: expected one KVCache per block ({self.num_layers}), got {len(kv_caches)}"
+                    f"kv_caches: expected one KVCache per block ({self.num_layers}), "
+                    f"got {len(kv_caches)}"
                 )
             offset = len(kv_caches[0])
         self._check_tokens(tokens, offset=offset)
-        X = self.pos_encoding(
-            self.embedding(tokens), offset=offset
-        )  # (B, n) -> (B, n, E)
+        return self._logits(tokens, kv_caches, need_weights, offset)
+
+    def _logits(self, tokens, kv_caches, need_weights: bool, offset: int):
+        """The forward pass on checked tokens (``generate``'s steps skip the checks)."""
+        # (B, n) -> (B, n, E)
+        X = self.pos_encoding(self.embedding(tokens), offset=offset)
         for i, block in enumerate(self.blocks):
-            X = block(
-                X, None if kv_caches is None else kv_caches[i], need_weights
-            )  # (B, n, E)
+            cache = None if kv_caches is None else kv_caches[i]
+            X = block(X, cache, need_weights)  # (B, n, E)
         return self.head(self.norm(X))  # (B, n, E) -> (B, n, V)
 
+    @property
     def attention_weights(self) -> list[torch.Tensor | None]:
-        """Each block's attention weights ``(B, H, n, T)`` from the last ``forward(...,
-        need_weights=True)``."""
+        """Each block's attention weights ``(B, H, n, T)`` from the last forward on
+        the readable path (``need_weights=True``, the default); ``None`` for a block
+        whose last forward was fused. An attribute, like
+        ``GroupedQueryAttention.attention_weights``: ``model.attention_weights[0]``."""
         return [block.attention.attention_weights for block in self.blocks]
 
     @torch.no_grad()
@@ -186,8 +208,9 @@ class TinyDecoder(nn.Module):
         With ``use_cache`` the prompt runs once (the prefill) and each step feeds only
         the newest token, its keys and values appended to one
         :class:`~attention_lib.KVCache` per block; without, every step reruns the whole
-        sequence so far. Both give the same tokens. Call ``.eval()`` first if the model
-        has dropout.
+        sequence so far. Both give the same tokens. Every step runs the fused path
+        (``need_weights=False``), and the token ids are checked once, in the prompt.
+        Call ``.eval()`` first if the model has dropout.
         """
         if (
             isinstance(max_new_tokens, bool)
@@ -195,21 +218,28 @@ class TinyDecoder(nn.Module):
             or max_new_tokens < 0
         ):
             raise ValueError(
-                f"max_new_tokens: expected a non-negative integer, got {max_new_tokens!r}"
+                "max_new_tokens: expected a non-negative integer, got "
+                f"{max_new_tokens!r}"
             )
         self._check_tokens(prompt, "prompt")
         if prompt.shape[1] + max_new_tokens > self.max_len:
             raise ValueError(
-                f"prompt + max_new_tokens: expected at most max_len={self.max_len} tokens, got "
-                f"{prompt.shape[1]} + {max_new_tokens} = {prompt.shape[1] + max_new_tokens}"
+                f"prompt + max_new_tokens: expected at most max_len={self.max_len} "
+                f"tokens, got {prompt.shape[1]} + {max_new_tokens} = "
+                f"{prompt.shape[1] + max_new_tokens}"
             )
         caches = [KVCache() for _ in self.blocks] if use_cache else None
-        tokens, new = (
-            prompt,
-            prompt,
-        )  # (B, n0): all tokens so far, and those the model has not seen yet
+        # (B, n0): all tokens so far, and those the model has not seen yet
+        tokens, new = prompt, prompt
+        offset = 0
         for _ in range(max_new_tokens):
-            logits = self(new if use_cache else tokens, kv_caches=caches)  # (B, n, V)
+            # The prompt was checked above; the new tokens are argmax ids (in range)
+            # and the length fits max_len, so the steps skip the checks. The fused
+            # path: generating needs no weights.
+            step = new if use_cache else tokens
+            logits = self._logits(step, caches, False, offset)  # (B, n, V)
+            if use_cache:
+                offset += step.shape[1]
             next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # (B, 1)
             tokens = torch.cat([tokens, next_token], dim=1)  # (B, n + 1)
             new = next_token

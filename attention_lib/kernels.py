@@ -70,7 +70,8 @@ def _as_points(name: str, x: torch.Tensor) -> torch.Tensor:
     if not isinstance(x, torch.Tensor) or x.dim() not in (1, 2):
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(
-            f"{name}: expected shape (n,) for scalar inputs or (n, D) for vectors, got {shape}"
+            f"{name}: expected shape (n,) for scalar inputs or (n, D) for vectors, got "
+            f"{shape}"
         )
     return x[:, None] if x.dim() == 1 else x  # (n, D)
 
@@ -88,11 +89,13 @@ def _distances(
         raise ValueError(f"y_train: expected shape (K,) or (K, Dv), got {shape}")
     if y_train.shape[0] != keys.shape[0]:
         raise ValueError(
-            f"x_train and y_train must have the same length: got {keys.shape[0]} inputs and {y_train.shape[0]} targets"
+            f"x_train and y_train must have the same length: got {keys.shape[0]} "
+            f"inputs and {y_train.shape[0]} targets"
         )
     if keys.shape[1] != queries.shape[1]:
         raise ValueError(
-            f"x_query: expected inputs of width D={keys.shape[1]} like x_train, got width {queries.shape[1]}"
+            f"x_query: expected inputs of width D={keys.shape[1]} like x_train, got "
+            f"width {queries.shape[1]}"
         )
     # |q - k| for every query/key pair, written out (cdist's fast path rounds
     # differently).
@@ -224,4 +227,5 @@ class NadarayaWatson(nn.Module):
         return _pool(weights, y_train)
 
     def extra_repr(self) -> str:
-        return f"kernel={getattr(self.kernel, '__name__', self.kernel)}, bandwidth={self.bandwidth.item():.4g}"
+        kernel = getattr(self.kernel, "__name__", self.kernel)
+        return f"kernel={kernel}, bandwidth={self.bandwidth.item():.4g}"

@@ -1,10 +1,9 @@
 """Masks and the masked softmax.
 
 Convention (the same as ``F.scaled_dot_product_attention``): a boolean mask is **True
-    where a query may
-attend** ("keep") and False where it may not. ``nn.MultiheadAttention`` uses the
-opposite convention (True = blocked); :func:`keep_to_blocked` converts, and the book's
-conventions page has the full table.
+where a query may attend** ("keep") and False where it may not.
+``nn.MultiheadAttention`` uses the opposite convention (True = blocked);
+:func:`keep_to_blocked` converts, and the book's conventions page has the full table.
 
 Shape legend: ``B`` batch, ``H`` heads, ``Q`` queries, ``K`` keys.
 """
@@ -27,7 +26,8 @@ __all__ = [
 def _check_valid_lens(valid_lens: torch.Tensor, batch: int, num_queries: int) -> None:
     if not isinstance(valid_lens, torch.Tensor):
         raise ValueError(
-            f"valid_lens: expected a tensor of shape (B,) or (B, Q), got {type(valid_lens).__name__}"
+            "valid_lens: expected a tensor of shape (B,) or (B, Q), got "
+            f"{type(valid_lens).__name__}"
         )
     if valid_lens.dim() not in (1, 2):
         raise ValueError(
@@ -35,13 +35,13 @@ def _check_valid_lens(valid_lens: torch.Tensor, batch: int, num_queries: int) ->
         )
     if valid_lens.shape[0] != batch:
         raise ValueError(
-            f"valid_lens: expected batch size B={batch} (shape ({batch},) or ({batch}, {num_queries})), "
-            f"got shape {tuple(valid_lens.shape)}"
+            f"valid_lens: expected batch size B={batch} (shape ({batch},) or ({batch}, "
+            f"{num_queries})), got shape {tuple(valid_lens.shape)}"
         )
     if valid_lens.dim() == 2 and valid_lens.shape[1] != num_queries:
         raise ValueError(
-            f"valid_lens: expected one length per query, shape ({batch}, {num_queries}), "
-            f"got shape {tuple(valid_lens.shape)}"
+            f"valid_lens: expected one length per query, shape ({batch}, "
+            f"{num_queries}), got shape {tuple(valid_lens.shape)}"
         )
     if valid_lens.dtype == torch.bool or valid_lens.is_complex():
         raise ValueError(
@@ -56,8 +56,9 @@ def _check_valid_lens(valid_lens: torch.Tensor, batch: int, num_queries: int) ->
         bad = ~torch.isfinite(valid_lens) | (valid_lens != valid_lens.round())
         if bad.any():
             raise ValueError(
-                "valid_lens: expected whole-number lengths (a length counts keys; a float tensor must hold whole "
-                f"numbers and no NaN or inf), got {valid_lens.tolist()}"
+                "valid_lens: expected whole-number lengths (a length counts keys; a "
+                "float tensor must hold whole numbers and no NaN or inf), got "
+                f"{valid_lens.tolist()}"
             )
     if (valid_lens < 0).any():
         raise ValueError(
@@ -142,7 +143,8 @@ def _broadcast_mask(
 ) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor):
         raise ValueError(
-            f"{name}: expected a bool tensor broadcastable to {tuple(shape)}, got {type(mask).__name__}"
+            f"{name}: expected a bool tensor broadcastable to {tuple(shape)}, got "
+            f"{type(mask).__name__}"
         )
     if mask.dtype != torch.bool:
         raise ValueError(
@@ -154,7 +156,8 @@ def _broadcast_mask(
             raise RuntimeError
     except RuntimeError:
         raise ValueError(
-            f"{name}: expected a shape that broadcasts to the scores {tuple(shape)}, got {tuple(mask.shape)}"
+            f"{name}: expected a shape that broadcasts to the scores {tuple(shape)}, "
+            f"got {tuple(mask.shape)}"
         ) from None
     return mask
 
@@ -177,7 +180,8 @@ def combine_masks(
     if valid_lens is not None:
         if len(scores_shape) < 3:
             raise ValueError(
-                f"valid_lens needs scores of shape (B, ..., Q, K), got {tuple(scores_shape)}"
+                "valid_lens needs scores of shape (B, ..., Q, K), got "
+                f"{tuple(scores_shape)}"
             )
         _check_valid_lens(valid_lens, scores_shape[0], scores_shape[-2])
         out = _lens_to_mask(
@@ -194,7 +198,8 @@ def combine_masks(
     if is_causal:
         if len(scores_shape) < 2:
             raise ValueError(
-                f"is_causal needs scores of shape (..., Q, K), got {tuple(scores_shape)}"
+                "is_causal needs scores of shape (..., Q, K), got "
+                f"{tuple(scores_shape)}"
             )
         causal = causal_mask(
             scores_shape[-2], scores_shape[-1], device=device
@@ -268,7 +273,8 @@ def causal_mask(
         num_keys = num_queries
     if num_queries < 0 or num_keys < 0:
         raise ValueError(
-            f"causal_mask: expected non-negative sizes, got Q={num_queries}, K={num_keys}"
+            f"causal_mask: expected non-negative sizes, got Q={num_queries}, "
+            f"K={num_keys}"
         )
     ones = torch.ones(num_queries, num_keys, dtype=torch.bool, device=device)
     return ones.tril(diagonal=num_keys - num_queries)
@@ -279,7 +285,8 @@ def keep_to_blocked(mask: torch.Tensor) -> torch.Tensor:
     (True = may not attend)."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise ValueError(
-            f"mask: expected a bool tensor, got {getattr(mask, 'dtype', type(mask).__name__)}"
+            "mask: expected a bool tensor, got "
+            f"{getattr(mask, 'dtype', type(mask).__name__)}"
         )
     return ~mask
 
@@ -291,7 +298,8 @@ def keep_to_additive(
     the scores)."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise ValueError(
-            f"mask: expected a bool tensor, got {getattr(mask, 'dtype', type(mask).__name__)}"
+            "mask: expected a bool tensor, got "
+            f"{getattr(mask, 'dtype', type(mask).__name__)}"
         )
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
         ~mask, float("-inf")

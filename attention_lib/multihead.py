@@ -21,10 +21,12 @@ import copy
 import numbers
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_dropout, check_last_dim, check_qkv, check_rank, check_size
 from .cache import KVCache
+from .masking import _broadcast_mask, _check_valid_lens
 from .scoring import dot_product_attention, fused_attention
 
 __all__ = [
@@ -48,7 +50,8 @@ def split_heads(X: torch.Tensor, num_heads: int) -> torch.Tensor:
     B, n, width = X.shape
     if num_heads <= 0 or width % num_heads:
         raise ValueError(
-            f"split_heads: expected num_heads to divide the width {width}, got num_heads={num_heads}"
+            f"split_heads: expected num_heads to divide the width {width}, got "
+            f"num_heads={num_heads}"
         )
     return X.reshape(B, n, num_heads, width // num_heads).transpose(
         1, 2
@@ -110,7 +113,8 @@ def kv_cache_bytes(
             or value < 0
         ):
             raise ValueError(
-                f"kv_cache_bytes: expected {name} to be a non-negative integer, got {value!r}"
+                f"kv_cache_bytes: expected {name} to be a non-negative integer, got "
+                f"{value!r}"
             )
     return int(
         2
@@ -136,8 +140,7 @@ class GroupedQueryAttention(nn.Module):
         bias: whether the four projections have biases.
 
     Layers: ``W_q: E -> E``, ``W_k, W_v: E -> Hkv * d``, ``W_o: E -> E``. Query head
-        ``h`` uses key/value head
-    ``h // (H // Hkv)``.
+    ``h`` uses key/value head ``h // (H // Hkv)``.
 
     ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E), valid_lens=None,
     mask=None, need_weights=True, is_causal=False, kv_cache=None)`` -> ``(B, Q, E)``:
@@ -154,6 +157,12 @@ class GroupedQueryAttention(nn.Module):
       never repeated).
     * ``need_weights=True`` keeps the weights ``(B, H, Q, K)`` (detached) in
       ``.attention_weights``.
+
+    Every input is checked before the cache is written: a call that raises leaves
+    ``kv_cache`` as it was. Decoding with a cache without autograd (``keys is
+    values``) takes a leaner route to the same result: ``W_k`` and ``W_v`` are kept
+    side by side in one block of memory (still two parameters), so keys and values
+    come from one matmul and go into the cache with one copy.
     """
 
     def __init__(
@@ -173,12 +182,13 @@ class GroupedQueryAttention(nn.Module):
         )
         if num_hiddens % num_heads:
             raise ValueError(
-                f"num_heads must divide num_hiddens: got num_hiddens={num_hiddens}, num_heads={num_heads}"
+                f"num_heads must divide num_hiddens: got num_hiddens={num_hiddens}, "
+                f"num_heads={num_heads}"
             )
         if num_heads % num_kv_heads:
             raise ValueError(
-                f"num_kv_heads must be positive and divide num_heads: got num_heads={num_heads}, "
-                f"num_kv_heads={num_kv_heads}"
+                "num_kv_heads must be positive and divide num_heads: got "
+                f"num_heads={num_heads}, num_kv_heads={num_kv_heads}"
             )
         check_dropout(dropout)
         self.num_hiddens, self.num_heads, self.num_kv_heads = (
@@ -191,6 +201,7 @@ class GroupedQueryAttention(nn.Module):
         self.W_k = nn.Linear(num_hiddens, num_kv_heads * self.head_dim, bias=bias)
         self.W_v = nn.Linear(num_hiddens, num_kv_heads * self.head_dim, bias=bias)
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
+        self._pack_kv()  # W_k and W_v in one block of memory, for decoding
         self.dropout = nn.Dropout(dropout)
         self.attention_weights: torch.Tensor | None = None
 
@@ -205,24 +216,176 @@ class GroupedQueryAttention(nn.Module):
         is_causal: bool = False,
         kv_cache: KVCache | None = None,
     ):
-        self._check_inputs(queries, keys, values, mask, kv_cache)
+        self._check_inputs(queries, keys, values, valid_lens, mask, kv_cache)
+        if kv_cache is None:
+            return self._attend(
+                queries, keys, values, valid_lens, mask, need_weights, is_causal, None
+            )
+        # Everything is checked above; should anything still fail, the cache is put
+        # back as it was, so that a rejected call changes nothing.
+        state = kv_cache._state()
+        try:
+            return self._attend(
+                queries,
+                keys,
+                values,
+                valid_lens,
+                mask,
+                need_weights,
+                is_causal,
+                kv_cache,
+            )
+        except BaseException:
+            kv_cache._restore(state)
+            raise
+
+    def _attend(
+        self, queries, keys, values, valid_lens, mask, need_weights, is_causal, kv_cache
+    ):
         H, Hkv = self.num_heads, self.num_kv_heads
+        if kv_cache is not None and keys is values and not torch.is_grad_enabled():
+            return self._cached_inference(
+                queries, keys, valid_lens, mask, need_weights, is_causal, kv_cache
+            )
         q = split_heads(self.W_q(queries), H)  # (B, Q, E) -> (B, H, Q, d)
         k = split_heads(self.W_k(keys), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         v = split_heads(self.W_v(values), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         if kv_cache is not None:
-            k, v = kv_cache.update(
-                k, v
-            )  # (B, Hkv, T + K, d): every cached position, this call's last
+            # (B, Hkv, T + K, d): every cached position, this call's last
+            k, v = kv_cache.update(k, v)
+        return self._heads(q, k, v, valid_lens, mask, need_weights, is_causal)
+
+    def _cached_inference(
+        self, queries, x, valid_lens, mask, need_weights, is_causal, kv_cache
+    ):
+        """Decoding with a cache, no autograd (``keys is values``): the same
+        computation with less per-call work. One fused K/V projection ``x @ [W_k;
+        W_v]^T`` whose output is copied into the cache with one copy, ``F.linear``
+        on the weights, and for one new query without masks SDPA directly (one
+        query sees every cached key: nothing to mask)."""
+        H, Hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
+        B, num_queries, E = queries.shape
+        num_new = x.shape[1]
+        # the parameter dicts directly: nn.Module's __getattr__ costs ~0.5 us a call
+        q_params = self._modules["W_q"]._parameters
+        o_params = self._modules["W_o"]._parameters
+        q = F.linear(queries, q_params["weight"], q_params["bias"])  # (B, Q, E)
+        q = q.view(B, num_queries, H, d).transpose(1, 2)  # (B, H, Q, d)
+        fused = self._fused_kv()
+        if fused is not None:
+            kv = F.linear(x, *fused)  # (B, K, 2 * Hkv * d)
+            # (B, K, 2, Hkv, d) -> (2, B, Hkv, K, d): keys kv[0], values kv[1]
+            kv = kv.view(B, num_new, 2, Hkv, d).permute(2, 0, 3, 1, 4)
+            k, v = kv_cache._append_kv(kv)  # (B, Hkv, T + K, d) each
+        else:
+            k = F.linear(x, self.W_k.weight, self.W_k.bias)  # (B, K, Hkv * d)
+            v = F.linear(x, self.W_v.weight, self.W_v.bias)
+            k = k.view(B, num_new, Hkv, d).transpose(1, 2)  # (B, Hkv, K, d)
+            v = v.view(B, num_new, Hkv, d).transpose(1, 2)
+            k, v = kv_cache.update(k, v)  # (B, Hkv, T + K, d) each
+        if need_weights or valid_lens is not None or mask is not None:
+            return self._heads(q, k, v, valid_lens, mask, need_weights, is_causal)
+        p = self.dropout.p if self.training else 0.0
+        if num_queries == 1:
+            # one query attends to every cached key, causal or not
+            out = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=p, enable_gqa=Hkv != H
+            )  # (B, H, 1, d)
+        else:
+            out = fused_attention(
+                q,
+                k,
+                v,
+                None,
+                None,
+                dropout_p=p,
+                enable_gqa=Hkv != H,
+                is_causal=is_causal,
+            )  # (B, H, Q, d)
+        if self.attention_weights is not None:
+            self.attention_weights = None
+        # (B, H, Q, d) -> (B, Q, H, d) -> (B, Q, E) -> (B, Q, E)
+        out = out.transpose(1, 2).reshape(B, num_queries, E)
+        return F.linear(out, o_params["weight"], o_params["bias"])
+
+    def _pack_kv(self) -> None:
+        """Store ``W_k`` and ``W_v`` (weights, and biases if any) side by side in one
+        tensor: the parameters stay two ``nn.Parameter`` objects, but their memory
+        is one ``(2 * Hkv * d, E)`` block, so a decode step projects keys and values
+        with one matmul and no copy of the weights (see :meth:`_fused_kv`)."""
+        with torch.no_grad():
+            for name in ("weight", "bias"):
+                k, v = getattr(self.W_k, name), getattr(self.W_v, name)
+                if k is not None:
+                    both = torch.cat([k, v])  # (2 * Hkv * d, ...)
+                    k.data, v.data = both[: len(k)], both[len(k) :]
+
+    def _fused_kv(self):
+        """``([W_k; W_v], [b_k; b_v])`` as views of the packed parameters, or None
+        when they are not packed (after ``.to(dtype)`` or a deep copy, say): then the
+        caller projects keys and values separately.
+
+        The views alias the parameters' memory, so they are never stale; they are
+        rebuilt only when a parameter object or its memory changes (the remembered
+        view keeps the old memory alive, so an equal address means the same memory).
+        """
+        # the parameter dicts directly: nn.Module's __getattr__ costs ~0.5 us a call
+        k_params = self._modules["W_k"]._parameters
+        v_params = self._modules["W_v"]._parameters
+        wk, wv = k_params["weight"], v_params["weight"]
+        bk, bv = k_params["bias"], v_params["bias"]
+        key = (
+            wk.data_ptr(),
+            wv.data_ptr(),
+            None if bk is None else bk.data_ptr(),
+            None if bv is None else bv.data_ptr(),
+        )
+        seen = self.__dict__.get("_fused_kv_seen")
+        if (
+            seen is not None
+            and seen[0] is wk
+            and seen[1] is wv
+            and seen[2] is bk
+            and seen[3] is bv
+            and seen[4] == key
+        ):
+            return seen[5]
+        pairs = []
+        for k, v in ((wk, wv), (bk, bv)):
+            if k is None or v is None:
+                pairs.append(None)
+                if k is not v:
+                    pairs = None
+                    break
+                continue
+            if not (
+                k.is_contiguous()
+                and v.is_contiguous()
+                and k.dtype == v.dtype
+                and v.data_ptr() == k.data_ptr() + k.numel() * k.element_size()
+                and k.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
+            ):
+                pairs = None
+                break
+            # (2 * Hkv * d, ...): the memory of both parameters, in one view
+            pairs.append(k.as_strided((2 * k.shape[0], *k.shape[1:]), k.stride()))
+        fused = None if pairs is None else (pairs[0], pairs[1])
+        # a plain attribute: not a parameter or buffer, not in the state_dict
+        self.__dict__["_fused_kv_seen"] = (wk, wv, bk, bv, key, fused)
+        return fused
+
+    def _heads(self, q, k, v, valid_lens, mask, need_weights, is_causal):
+        """Attention of the projected heads ``q (B, H, Q, d)``, ``k, v (B, Hkv, K,
+        d)``, then ``W_o``: ``(B, Q, E)``."""
+        H, Hkv = self.num_heads, self.num_kv_heads
         p = self.dropout.p if self.training else 0.0
         if need_weights:
             k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d) each
             out, weights = dot_product_attention(
                 q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
             )
-            self.attention_weights = (
-                weights.detach()
-            )  # (B, H, Q, K), for heatmaps: no autograd graph kept alive
+            # (B, H, Q, K), for heatmaps: no autograd graph kept alive
+            self.attention_weights = weights.detach()
         else:
             out = fused_attention(
                 q,
@@ -234,13 +397,12 @@ class GroupedQueryAttention(nn.Module):
                 enable_gqa=Hkv != H,
                 is_causal=is_causal,
             )  # (B, H, Q, d)
-            if (
-                self.attention_weights is not None
-            ):  # (nn.Module's __setattr__ is slow next to a decode step)
+            if self.attention_weights is not None:
+                # (nn.Module's __setattr__ is slow next to a decode step)
                 self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
-    def _check_inputs(self, queries, keys, values, mask, kv_cache) -> None:
+    def _check_inputs(self, queries, keys, values, valid_lens, mask, kv_cache) -> None:
         """Raise ``ValueError`` naming expected vs actual for a bad call. One decode
         step costs ~0.3 ms, so the common case is one cheap comparison; the detailed
         checks run only when it fails."""
@@ -266,13 +428,26 @@ class GroupedQueryAttention(nn.Module):
             # (H, Q, K): when B == H it runs and gives head h of every example the mask
             # of example h (chapter 7).
             raise ValueError(
-                f"mask: expected a 2-D (Q, K) or 4-D (B|1, H|1, Q|1, K) mask, got 3-D {tuple(mask.shape)}: against "
-                "scores (B, H, Q, K) a 3-D mask is ambiguous; pass mask[:, None] for (B, 1, Q, K)"
+                "mask: expected a 2-D (Q, K) or 4-D (B|1, H|1, Q|1, K) mask, got 3-D "
+                f"{tuple(mask.shape)}: against scores (B, H, Q, K) a 3-D mask is "
+                "ambiguous; pass mask[:, None] for (B, 1, Q, K)"
             )
         if kv_cache is not None and not isinstance(kv_cache, KVCache):
             raise ValueError(
-                f"kv_cache: expected an attention_lib.KVCache or None, got {type(kv_cache).__name__}"
+                "kv_cache: expected an attention_lib.KVCache or None, got "
+                f"{type(kv_cache).__name__}"
             )
+        if valid_lens is None and mask is None:
+            return
+        # The masks are checked here, before the cache is written: scores are
+        # (B, H, Q, K) with K counting the cached positions too.
+        B, num_queries = queries.shape[:2]
+        num_keys = keys.shape[1] + (0 if kv_cache is None else len(kv_cache))
+        if valid_lens is not None:
+            _check_valid_lens(valid_lens, B, num_queries)
+        if mask is not None:
+            scores_shape = torch.Size((B, self.num_heads, num_queries, num_keys))
+            _broadcast_mask(mask, scores_shape)
 
 
 class MultiHeadAttention(GroupedQueryAttention):
@@ -326,22 +501,26 @@ def convert_to_gqa(
             f"convert_to_gqa: expected an nn.Module, got {type(module).__name__}"
         )
     converted = copy.deepcopy(module)
+    # remove_duplicate=False: a layer registered under two names (tied) is listed
+    # under both, so every registration is replaced -- by the same new layer, which
+    # keeps the tie.
     layers = [
         (name, m)
-        for name, m in converted.named_modules()
+        for name, m in converted.named_modules(remove_duplicate=False)
         if isinstance(m, GroupedQueryAttention)
     ]
     if not layers:
         raise ValueError(
-            f"convert_to_gqa: {type(module).__name__} contains no GroupedQueryAttention layer"
+            f"convert_to_gqa: {type(module).__name__} contains no "
+            "GroupedQueryAttention layer"
         )
+    new_layers: dict[int, GroupedQueryAttention] = {}  # id(old layer) -> new layer
+    for _, layer in layers:  # convert all first: a bad num_kv_heads raises here
+        if id(layer) not in new_layers:
+            new_layers[id(layer)] = _convert_layer(layer, num_kv_heads, method)
     for name, layer in layers:
         parent_name, _, attr = name.rpartition(".")
-        setattr(
-            converted.get_submodule(parent_name),
-            attr,
-            _convert_layer(layer, num_kv_heads, method),
-        )
+        setattr(converted.get_submodule(parent_name), attr, new_layers[id(layer)])
     return converted
 
 
@@ -356,8 +535,8 @@ def _convert_layer(
     )
     if old_Hkv % num_kv_heads:
         raise ValueError(
-            f"convert_to_gqa: expected num_kv_heads to divide the layer's current {old_Hkv} key/value heads, "
-            f"got {num_kv_heads}"
+            "convert_to_gqa: expected num_kv_heads to divide the layer's current "
+            f"{old_Hkv} key/value heads, got {num_kv_heads}"
         )
     bias = layer.W_q.bias is not None
     new = GroupedQueryAttention(E, H, num_kv_heads, dropout=layer.dropout.p, bias=bias)

@@ -40,6 +40,43 @@ def subplots(nrows: int = 1, ncols: int = 1, figsize=(3.5, 2.5), **kwargs):
     return _figure(nrows, ncols, figsize, **kwargs)
 
 
+MASKED_COLOUR = "#d9d9d9"  # light grey: a masked cell, not a small weight
+_MASKED_NOTE = "grey: masked"
+
+
+def _masked(m: np.ndarray, mask, name: str) -> np.ndarray:
+    """``m`` as a masked array hiding the cells where ``mask`` (bool, True = keep,
+    broadcastable to ``m``) is False; ``m`` itself when ``mask`` is None."""
+    if mask is None:
+        return m
+    keep = (
+        mask.detach().cpu().numpy()
+        if isinstance(mask, torch.Tensor)
+        else np.asarray(mask)
+    )
+    if keep.dtype != np.bool_:
+        raise ValueError(
+            f"{name}: expected a bool mask (True = keep) broadcastable to "
+            f"{tuple(m.shape)}, got dtype {keep.dtype}"
+        )
+    try:
+        keep = np.broadcast_to(keep, m.shape)
+    except ValueError:
+        raise ValueError(
+            f"{name}: expected a mask broadcastable to {tuple(m.shape)}, got shape "
+            f"{tuple(keep.shape)}"
+        ) from None
+    return np.ma.masked_array(m, mask=~keep)
+
+
+def _colormap(cmap, mask):
+    """``cmap`` as given without a mask; with one, a copy drawing masked ("bad")
+    cells in ``MASKED_COLOUR`` (light grey)."""
+    if mask is None:
+        return cmap
+    return plt.get_cmap(cmap).with_extremes(bad=MASKED_COLOUR)  # a copy
+
+
 def heatmap(
     ax,
     matrix,
@@ -54,19 +91,25 @@ def heatmap(
     xticklabels=None,
     yticklabels=None,
     cbar_label: str = "attention weight",
+    mask=None,
 ):
     """Draw one matrix ``(rows, cols)`` on ``ax`` (labels, optional tick labels and a
     labelled colorbar).
 
     ``cbar_label`` names what the colours measure (pass e.g. ``"score"`` for scores).
+    ``vmin``/``vmax`` fix the colour scale (None: the data's min/max; pass ``vmin=0,
+    vmax=1`` for attention weights). ``mask`` (bool, True = keep, broadcastable to the
+    matrix) draws the masked cells in light grey (``MASKED_COLOUR`` (light grey)), so
+    that a masked zero and a small weight differ; the colorbar label then says so.
     Returns the image.
     """
     m = _numpy(matrix)
     if m.ndim != 2:
         raise ValueError(f"heatmap: expected a 2-D matrix, got shape {m.shape}")
+    m = _masked(m, mask, "heatmap: mask")
     image = ax.imshow(
         m,
-        cmap=cmap,
+        cmap=_colormap(cmap, mask),
         vmin=vmin,
         vmax=vmax,
         aspect="auto" if m.shape[1] > 3 * m.shape[0] else None,
@@ -82,7 +125,8 @@ def heatmap(
     if yticklabels is not None:
         ax.set_yticks(range(len(yticklabels)), labels=list(yticklabels))
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=cbar_label)
+        label = cbar_label if mask is None else f"{cbar_label} ({_MASKED_NOTE})"
+        ax.figure.colorbar(image, ax=ax, shrink=0.8, label=label)
     return image
 
 
@@ -94,6 +138,9 @@ def show_heatmaps(
     figsize=(2.5, 2.5),
     cmap: str = "Reds",
     cbar_label: str = "attention weight",
+    vmin: float | None = 0.0,
+    vmax: float | None = 1.0,
+    mask=None,
 ):
     """Heatmaps of a grid of matrices -- d2l's ``show_heatmaps`` signature.
 
@@ -105,6 +152,14 @@ def show_heatmaps(
         figsize: of the whole figure.
         cmap: a matplotlib colormap name.
         cbar_label: what the colours measure, written on the colorbar.
+        vmin, vmax: the colour scale, shared by every panel. Attention weights are
+            probabilities, so the default is 0 to 1 (near-uniform weights then look
+            pale, not sharp); pass other values, or ``None`` for the data's min/max,
+            to plot something else (scores, say).
+        mask: optional bool, True = keep, broadcastable to ``matrices`` (e.g. a ``(Q,
+            K)`` causal mask); masked cells are drawn in light grey (``MASKED_COLOUR``
+            (light grey)), not in the colour of a zero weight, and the colorbar label
+            says so.
 
     Returns:
         The ``Figure``, with one shared, labelled colorbar.
@@ -112,26 +167,32 @@ def show_heatmaps(
     m = _numpy(matrices)
     if m.ndim != 4:
         raise ValueError(
-            f"show_heatmaps: expected a 4-D tensor (rows, cols, Q, K), got shape {tuple(m.shape)}"
+            "show_heatmaps: expected a 4-D tensor (rows, cols, Q, K), got shape "
+            f"{tuple(m.shape)}"
         )
     num_rows, num_cols = m.shape[:2]
     if titles is not None and len(titles) != num_cols:
         raise ValueError(
-            f"show_heatmaps: expected {num_cols} titles (one per column), got {len(titles)}"
+            f"show_heatmaps: expected {num_cols} titles (one per column), got "
+            f"{len(titles)}"
         )
+    m = _masked(m, mask, "show_heatmaps: mask")
+    vmin = float(m.min()) if vmin is None else vmin
+    vmax = float(m.max()) if vmax is None else vmax
     fig, axes = _figure(num_rows, num_cols, figsize, sharex=True, sharey=True)
-    vmin, vmax = float(m.min()), float(m.max())
+    colormap = _colormap(cmap, mask)
     for i in range(num_rows):
         for j in range(num_cols):
             ax = axes[i, j]
-            image = ax.imshow(m[i, j], cmap=cmap, vmin=vmin, vmax=vmax)
+            image = ax.imshow(m[i, j], cmap=colormap, vmin=vmin, vmax=vmax)
             if i == num_rows - 1:
                 ax.set_xlabel(xlabel)
             if j == 0:
                 ax.set_ylabel(ylabel)
             if titles:
                 ax.set_title(titles[j])
-    fig.colorbar(image, ax=axes, shrink=0.6, label=cbar_label)
+    label = cbar_label if mask is None else f"{cbar_label} ({_MASKED_NOTE})"
+    fig.colorbar(image, ax=axes, shrink=0.6, label=label)
     return fig
 
 

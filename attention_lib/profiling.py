@@ -51,7 +51,9 @@ def _status_kib(field):
 {setup}
 gc.collect()
 with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")  # reset the peak (VmHWM) to the current resident size, forgetting the imports' transient peak
+    # reset the peak (VmHWM) to the current resident size, forgetting the imports'
+    # transient peak
+    f.write("5")
 before = _status_kib("VmRSS")
 {stmt}
 after = _status_kib("VmHWM")

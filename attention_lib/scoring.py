@@ -12,6 +12,7 @@ Masks are boolean with True = keep, as in
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_dropout, check_last_dim, check_qkv, check_size
-from .masking import combine_masks, masked_softmax
+from .masking import _check_valid_lens, combine_masks, masked_softmax
 
 __all__ = [
     "dot_product_attention",
@@ -51,7 +52,8 @@ def dot_product_attention(
 
     Equivalent to ``F.scaled_dot_product_attention(queries, keys, values,
     attn_mask=mask)``, fully masked queries included (both give zeros there, since torch
-    2.5; ``nn.MultiheadAttention`` gives NaN unless called with ``need_weights=False``),
+    2.5; ``nn.MultiheadAttention`` gives NaN with ``need_weights=True``, and also with
+    ``need_weights=False`` on its ``eval()`` + ``no_grad()`` fast path: chapter 3),
     except that the weights are returned. With ``is_causal=True`` and ``Q == K`` it
     equals SDPA's ``is_causal=True``; with fewer queries than keys (decoding with a
     cache) the causal mask is aligned bottom-right, as
@@ -101,8 +103,9 @@ def additive_attention(
 
     Reference implementation::
 
+        q, k = queries @ W_q.T, keys @ W_k.T              # (B, Q, h), (B, K, h)
         # (B, Q, K, h)
-        features = tanh((queries @ W_q.T)[..., :, None, :] + (keys @ W_k.T)[..., None, :, :])
+        features = tanh(q[..., :, None, :] + k[..., None, :, :])
         # (B, Q, K)
         scores = features @ w_v.reshape(-1)
         # (B, Q, Dv)
@@ -152,9 +155,33 @@ def fused_attention(
     :func:`masked_softmax`. ``is_causal`` is aligned bottom-right; it is handed to
     SDPA's own ``is_causal=True`` kernels (which skip the masked half) when that is
     exact -- ``Q == K`` and no other mask -- and costs nothing when ``Q == 1`` (one new
-    token sees every cached key).
+    token sees every cached key). ``is_causal`` with 1-D ``valid_lens`` and ``Q == K``
+    (causal self-attention over padded sequences) builds no ``(Q, K)`` mask either:
+    memory stays linear in ``n`` (see :func:`_causal_with_lengths`). An explicit
+    ``(Q, K)`` ``mask`` is the caller's own ``Q x K`` tensor, and SDPA turns it into
+    a float mask of that size: prefer ``is_causal`` to ``mask=causal_mask(n)``.
     """
     num_queries, num_keys = q.shape[-2], k.shape[-2]
+    sdpa = functools.partial(
+        F.scaled_dot_product_attention,
+        dropout_p=dropout_p,
+        scale=scale,
+        enable_gqa=enable_gqa,
+    )
+    no_heads = q.dim() == 3
+    if (
+        is_causal
+        and mask is None
+        and num_queries == num_keys > 1
+        and isinstance(valid_lens, torch.Tensor)
+        and valid_lens.dim() == 1
+    ):
+        # Causal self-attention over padded sequences: exact without a (Q, K) mask.
+        _check_valid_lens(valid_lens, q.shape[0], num_queries)
+        if no_heads:  # SDPA's flash CPU kernel takes 4-D inputs (see below)
+            q, k, v = q[:, None], k[:, None], v[:, None]  # (B, 1, n, width)
+        out = _causal_with_lengths(q, k, v, valid_lens, sdpa)
+        return out[:, 0] if no_heads else out
     sdpa_causal, keep = False, None
     exact_in_sdpa = (
         not is_causal or num_queries == num_keys or num_queries == 1 <= num_keys
@@ -169,30 +196,50 @@ def fused_attention(
         keep = combine_masks(
             scores_shape, valid_lens, mask, device=q.device, is_causal=is_causal
         )
-    no_heads = q.dim() == 3
     if no_heads:
         # SDPA's fused (flash) CPU kernel takes only 4-D inputs; a 3-D call would fall
         # back to the math kernel, which materialises the (Q, K) scores. Add a head axis
         # of size 1 (views, no copies).
         q, k, v = q[:, None], k[:, None], v[:, None]  # (B, 1, n, width)
         if keep is not None:
-            keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[
-                :, None
-            ]  # (B|1, 1, Q|1, K)
-    out = F.scaled_dot_product_attention(
-        q,
-        k,
-        v,
-        attn_mask=keep,
-        dropout_p=dropout_p,
-        is_causal=sdpa_causal,
-        scale=scale,
-        enable_gqa=enable_gqa,
-    )  # (B, ..., Q, Dv)
+            # (B|1, 1, Q|1, K)
+            keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[:, None]
+    out = sdpa(q, k, v, attn_mask=keep, is_causal=sdpa_causal)  # (B, ..., Q, Dv)
     if keep is not None:
         any_key = keep.any(dim=-1, keepdim=True)  # (B|1, ..., Q|1, 1)
         out = out.masked_fill(~any_key, 0.0)
     return out[:, 0] if no_heads else out
+
+
+def _causal_with_lengths(q, k, v, valid_lens, sdpa) -> torch.Tensor:
+    """Causal self-attention (``Q == K == n``) with key lengths ``valid_lens (B,)``,
+    in memory linear in ``n``: no ``(n, n)`` mask is built.
+
+    Query ``i`` keeps the keys ``j <= i`` with ``j < L`` (``L`` = its example's
+    valid length). For ``i < L`` that is just ``j <= i``: SDPA's causal kernel, one
+    call for the whole batch. For ``i >= L`` it is every valid key ``0 .. L-1``: an
+    unmasked SDPA of those queries over the first ``L`` keys (zeros when ``L == 0``,
+    a fully masked query). Exactly the readable path's weights, row by row.
+    """
+    n = q.shape[-2]
+    out = sdpa(q, k, v, is_causal=True)  # (B, ..., n, Dv): right for rows i < L
+    lengths = [min(int(length), n) for length in valid_lens.tolist()]
+    if min(lengths) >= n:
+        return out
+    rows = []
+    for b, length in enumerate(lengths):
+        if length >= n:
+            rows.append(out[b])
+            continue
+        if length == 0:
+            tail = out.new_zeros(out[b].shape)  # every key masked: zeros
+            rows.append(tail)
+            continue
+        qb, kb, vb = q[b : b + 1], k[b : b + 1], v[b : b + 1]
+        # queries length .. n-1 over keys 0 .. length-1: (1, ..., n - length, Dv)
+        tail = sdpa(qb[..., length:, :], kb[..., :length, :], vb[..., :length, :])
+        rows.append(torch.cat([out[b, ..., :length, :], tail[0]], dim=-2))
+    return torch.stack(rows)  # (B, ..., n, Dv)
 
 
 class DotProductAttention(nn.Module):

@@ -119,11 +119,12 @@ class PositionalEncoding(nn.Module):
         )
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(
-                f"offset: expected a non-negative int (the position of the first token), got {offset!r}"
+                "offset: expected a non-negative int (the position of the first "
+                f"token), got {offset!r}"
             )
         if offset + X.shape[1] > self.max_len:
             raise ValueError(
-                f"X: expected at most max_len={self.max_len} positions, got positions {offset} .. "
-                f"{offset + X.shape[1] - 1}"
+                f"X: expected at most max_len={self.max_len} positions, got positions "
+                f"{offset} .. {offset + X.shape[1] - 1}"
             )
         return self.dropout(X + self.P[:, offset : offset + X.shape[1], :].to(X.dtype))

@@ -2,13 +2,15 @@
 a time.
 
 Oracles: the bottom-right ``causal_mask`` passed as an explicit mask, the uncached
-    forward over the whole
+forward over the whole
 sequence, and ``F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)``.
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 import attention_lib as al
 from tolerances import TOL
@@ -142,8 +144,85 @@ def test_fused_path_reaches_sdpa_causal_kernel_when_exact(monkeypatch):
         3,
         6,
     )
+    # valid_lens + is_causal (Q == K): SDPA's causal kernel, then the padded rows of
+    # the short example over its valid keys; no mask anywhere
+    calls.clear()
     layer(x, x, x, valid_lens=torch.tensor([6, 4]), is_causal=True, need_weights=False)
-    assert calls[-1]["is_causal"] is False and calls[-1]["attn_mask"] is not None
+    assert [c.get("is_causal", False) for c in calls] == [True, False]
+    assert all(c.get("attn_mask") is None for c in calls)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("seed", range(6))
+def test_fused_valid_lens_and_is_causal_equal_the_readable_path(dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    B, n = (
+        int(torch.randint(1, 5, (), generator=g)),
+        int(torch.randint(2, 12, (), generator=g)),
+    )
+    lens = torch.randint(0, n + 3, (B,), generator=g)  # 0 (all padding) .. beyond n
+    lens[0] = n // 2
+    if seed % 2:
+        lens = lens.float()  # whole-number float lengths are accepted too
+    x = torch.randn(B, n, 32, generator=g, dtype=dtype)
+    for layer in (gqa(Hkv=2, dtype=dtype, seed=seed), gqa(Hkv=4, dtype=dtype)):
+        readable = layer(x, x, x, valid_lens=lens, is_causal=True)
+        fused = layer(x, x, x, valid_lens=lens, is_causal=True, need_weights=False)
+        torch.testing.assert_close(fused, readable, **TOL[dtype])
+    torch.manual_seed(seed)
+    sa = al.SelfAttention(32, 8).to(dtype)  # 3-D inputs, no head axis
+    readable = sa(x, valid_lens=lens, is_causal=True)
+    fused = sa(x, valid_lens=lens, is_causal=True, need_weights=False)
+    torch.testing.assert_close(fused, readable, **TOL[dtype])
+    # the gradients agree too (the rows are assembled without in-place writes)
+    grads = []
+    for need_weights in (True, False):
+        sa.zero_grad()
+        xg = x.clone().requires_grad_()
+        sa(
+            xg, valid_lens=lens, is_causal=True, need_weights=need_weights
+        ).sum().backward()
+        grads.append((xg.grad, sa.W_q.weight.grad.clone()))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, **TOL[dtype])
+
+
+class LargestTensor(TorchDispatchMode):
+    """Records the largest tensor any aten op returns (its size, not its time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.numel, self.op = 0, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.numel() > self.numel:
+                self.numel, self.op = t.numel(), str(func)
+        return out
+
+
+@pytest.mark.parametrize(
+    "kwargs, quadratic",
+    [
+        ({"valid_lens": torch.tensor([1000, 300]), "is_causal": True}, False),
+        ({"valid_lens": torch.tensor([1000, 300])}, False),
+        ({"is_causal": True}, False),
+        ({"mask": al.causal_mask(1024)}, True),  # the caller's own n x n tensor
+    ],
+)
+def test_fused_path_memory_is_linear_with_valid_lens_and_is_causal(kwargs, quadratic):
+    # Issue 14 (chapter 6): valid_lens + is_causal used to build an n x n mask
+    # (aten.ones, n^2 elements at n = 1024) on the fused path.
+    n = 1024
+    layer, x = gqa(E=64, H=4, Hkv=2), torch.randn(2, n, 64)
+    with torch.no_grad(), LargestTensor() as largest:
+        layer(x, x, x, need_weights=False, **kwargs)
+    assert largest.numel >= 2 * n * 64  # it saw the (B, n, E) activations
+    if quadratic:
+        assert largest.numel >= n * n, largest.op
+    else:
+        assert largest.numel < n * n, (largest.numel, largest.op)
 
 
 def test_fused_causal_gqa_equals_projections_plus_sdpa():
@@ -224,7 +303,9 @@ def test_appending_does_not_copy_the_cache_every_step():
     cache = al.KVCache()
     k = torch.randn(1, 2, 100, 4)
     cache.update(k, k)
-    first = cache.keys.data_ptr()
+    # a view keeps the first buffer alive, so the allocator cannot hand its address
+    # to a later buffer and the pointer comparison below means what it says
+    first = cache.keys
     reallocations, capacity = 0, cache.capacity
     for _ in range(1000):
         one = torch.randn(1, 2, 1, 4)
@@ -235,7 +316,7 @@ def test_appending_does_not_copy_the_cache_every_step():
     assert (
         reallocations <= 3
     )  # capacity doubles: 356 -> 712 -> 1424, not one copy per token
-    assert cache.keys.data_ptr() != first and capacity >= 1100
+    assert cache.keys.data_ptr() != first.data_ptr() and capacity >= 1100
     # within capacity, an append writes in place: the buffer stays where it is
     ptr = cache.keys.data_ptr()
     cache.update(one, one)
@@ -305,6 +386,158 @@ def test_cache_with_autograd_concatenates():
     )
 
 
+BAD_CALLS = {
+    "valid_lens of another batch": dict(valid_lens=torch.tensor([4, 4, 4])),
+    "negative valid_lens": dict(valid_lens=torch.tensor([4, -1])),
+    "float mask": dict(mask=torch.ones(1, 4)),
+    "mask of the wrong width": dict(mask=torch.ones(1, 3, dtype=torch.bool)),
+    "3-D mask": dict(mask=torch.ones(2, 1, 4, dtype=torch.bool)),
+}
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("bad", list(BAD_CALLS))
+@pytest.mark.parametrize("Hkv", [2, 4])
+def test_a_rejected_call_leaves_the_cache_as_it_was(bad, need_weights, Hkv):
+    # Issue 14, bug 1: the keys/values were appended before valid_lens/mask were
+    # checked, so the good call after a rejected one attended to a stale extra step.
+    layer = gqa(Hkv=Hkv)
+    x = torch.randn(2, 4, 32)
+    with torch.no_grad():
+        fresh = al.KVCache()
+        layer(x[:, :3], x[:, :3], x[:, :3], is_causal=True, kv_cache=fresh)
+        want = layer(x[:, 3:], x[:, 3:], x[:, 3:], kv_cache=fresh, need_weights=False)
+        cache = al.KVCache()
+        layer(x[:, :3], x[:, :3], x[:, :3], is_causal=True, kv_cache=cache)
+        keys, values = cache.keys.clone(), cache.values.clone()
+        weights = layer.attention_weights  # (B, H, 3, 3) of the prefill
+        assert weights is not None
+        x1 = x[:, 3:]
+        with pytest.raises(ValueError, match="valid_lens|mask"):
+            layer(
+                x1, x1, x1, kv_cache=cache, need_weights=need_weights, **BAD_CALLS[bad]
+            )
+        assert len(cache) == 3
+        assert torch.equal(cache.keys, keys) and torch.equal(cache.values, values)
+        assert layer.attention_weights is weights  # no state of the layer changed
+        got = layer(x1, x1, x1, kv_cache=cache, need_weights=False)
+    assert len(cache) == 4
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_cache_of_another_layer_is_refused_before_anything_is_written():
+    cache = al.KVCache()
+    x = torch.randn(2, 4, 32)
+    with torch.no_grad():
+        gqa(Hkv=2)(x, x, x, kv_cache=cache, is_causal=True)
+        keys = cache.keys.clone()
+        for layer in (gqa(Hkv=4), gqa(Hkv=2, dtype=torch.float64)):
+            x_other = x.to(layer.W_q.weight.dtype)
+            with pytest.raises(ValueError, match="KVCache"):
+                layer(x_other, x_other, x_other, kv_cache=cache)
+            assert len(cache) == 4 and torch.equal(cache.keys, keys)
+
+
+@pytest.mark.parametrize("prefilled", [False, True])
+def test_an_unexpected_failure_after_the_append_restores_the_cache(
+    monkeypatch, prefilled
+):
+    # Belt and braces: whatever fails after the append, the cache is put back.
+    layer, x = gqa(), torch.randn(2, 4, 32)
+    cache = al.KVCache()
+    with torch.no_grad():
+        if prefilled:
+            layer(x, x, x, kv_cache=cache, is_causal=True)
+        before = (len(cache), cache.keys, cache.values, cache.capacity)
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("broken kernel")
+
+        monkeypatch.setattr(al.multihead, "fused_attention", broken)
+        with pytest.raises(RuntimeError, match="broken kernel"):
+            layer(x, x, x, kv_cache=cache, need_weights=False)
+    after = (len(cache), cache.keys, cache.values, cache.capacity)
+    assert after[0] == before[0] and after[3] == before[3]
+    for a, b in zip(after[1:3], before[1:3]):
+        assert (a is None and b is None) or torch.equal(a, b)
+
+
+def test_prefill_under_inference_mode_then_decode_under_no_grad():
+    # Issue 14, bug 2: buffers made under inference_mode cannot be written outside it.
+    layer = gqa(Hkv=2)
+    x = torch.randn(2, 8, 32)
+    with torch.no_grad():
+        full = layer(x, x, x, is_causal=True, need_weights=False)
+    cache = al.KVCache()
+    with torch.inference_mode():
+        steps = [layer(x[:, :5], x[:, :5], x[:, :5], is_causal=True, kv_cache=cache)]
+    assert cache.keys.is_inference()
+    pointers = set()
+    with torch.no_grad():
+        for t in range(5, 8):
+            xt = x[:, t : t + 1]
+            steps.append(layer(xt, xt, xt, kv_cache=cache, need_weights=t % 2 == 0))
+            pointers.add(cache.keys.data_ptr())
+    assert not cache.keys.is_inference() and not cache.values.is_inference()
+    assert len(pointers) == 1  # reallocated once, at the first step outside
+    assert len(cache) == 8
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOL[torch.float32])
+    with torch.inference_mode():  # and back: ordinary buffers are writable in there
+        xt = torch.randn(2, 1, 32)
+        layer(xt, xt, xt, kv_cache=cache)
+    assert len(cache) == 9 and cache.keys.data_ptr() in pointers
+
+
+def test_the_decoder_prefills_in_inference_mode_and_decodes_under_no_grad():
+    torch.manual_seed(0)
+    m = al.TinyDecoder(11, 16, 4, 2, 2, 20).eval()
+    tokens = torch.randint(0, 11, (2, 9))
+    with torch.no_grad():
+        full = m(tokens, need_weights=False)
+    caches = [al.KVCache() for _ in m.blocks]
+    with torch.inference_mode():
+        prefill = m(tokens[:, :6], kv_caches=caches)
+    with torch.no_grad():
+        rest = [m(tokens[:, t : t + 1], kv_caches=caches) for t in range(6, 9)]
+    torch.testing.assert_close(torch.cat([prefill, *rest], dim=1), full)
+
+
+def test_the_decode_step_sees_every_change_to_the_key_value_weights():
+    # The decode fast path projects keys and values with one matmul over W_k and W_v
+    # packed in one block of memory; whatever changes them must show in the output.
+    layer = gqa(Hkv=2, bias=True)
+    assert layer._fused_kv() is not None  # packed at construction
+    assert set(layer.state_dict()) == {
+        f"W_{n}.{p}" for n in "qkvo" for p in ("weight", "bias")
+    }
+    x = torch.randn(2, 6, 32)
+
+    def cached_vs_full():
+        cache = al.KVCache()
+        with torch.no_grad():
+            full = layer(x, x, x, is_causal=True, need_weights=False)
+            layer(x[:, :5], x[:, :5], x[:, :5], is_causal=True, kv_cache=cache)
+            x1 = x[:, 5:]
+            step = layer(x1, x1, x1, kv_cache=cache, need_weights=False)
+        torch.testing.assert_close(step, full[:, 5:], **TOL[torch.float32])
+
+    cached_vs_full()
+    layer.W_k.weight.data.mul_(2)  # through .data: no version counter bump
+    with torch.no_grad():
+        layer.W_v.bias.add_(1)
+    cached_vs_full()
+    layer.load_state_dict(gqa(Hkv=2, bias=True, seed=5).state_dict())
+    cached_vs_full()
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    layer(x, x, x).square().sum().backward()  # W_k and W_v get their own gradients
+    assert layer.W_k.weight.grad.shape == layer.W_k.weight.shape
+    optimizer.step()
+    cached_vs_full()
+    layer.W_k.weight = torch.nn.Parameter(torch.randn(16, 32))  # replaced: unpacked
+    assert layer._fused_kv() is None
+    cached_vs_full()
+
+
 def test_kv_cache_bytes_is_what_the_cache_holds():
     B, T, E, H, Hkv, layers = 2, 12, 64, 8, 2, 3
     caches = [al.KVCache(capacity=T) for _ in range(layers)]
@@ -370,6 +603,46 @@ def test_convert_to_gqa_on_a_model_leaves_the_input_alone():
         torch.equal(before[k], v) for k, v in model.state_dict().items()
     )
     torch.testing.assert_close(converted[1].weight, model[1].weight)
+
+
+class TiedAttention(torch.nn.Module):
+    """One attention layer registered under two names, as weight tying does."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder_attention = al.MultiHeadAttention(16, 4)
+        self.decoder_attention = self.encoder_attention  # the same module
+        self.blocks = torch.nn.ModuleList([al.MultiHeadAttention(16, 4)])
+        self.blocks.append(self.blocks[0])  # tied inside a container too
+        self.other = al.MultiHeadAttention(16, 4)
+
+
+@pytest.mark.parametrize("method", ["mean", "first"])
+def test_convert_to_gqa_converts_every_registration_and_keeps_ties(method):
+    # Issue 14, bug 3: named_modules() lists a tied layer once, so only its first name
+    # was converted and the second still held the 4-kv-head layer.
+    model = TiedAttention()
+    converted = al.convert_to_gqa(model, 2, method=method)
+    assert converted.encoder_attention is converted.decoder_attention
+    assert converted.blocks[0] is converted.blocks[1]
+    assert converted.other is not converted.encoder_attention
+    for layer in (converted.encoder_attention, converted.blocks[0], converted.other):
+        assert isinstance(layer, al.GroupedQueryAttention) and layer.num_kv_heads == 2
+    assert all(
+        m.num_kv_heads == 2
+        for m in converted.modules()
+        if isinstance(m, al.GroupedQueryAttention)
+    )
+    assert model.decoder_attention.num_kv_heads == 4  # the input is untouched
+    assert model.encoder_attention is model.decoder_attention
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(
+        converted.decoder_attention(x, x, x),
+        al.convert_to_gqa(model.encoder_attention, 2, method=method)(x, x, x),
+    )
+    # parameters are shared, not copied: one set per tied layer
+    names = {name for name, _ in converted.named_parameters()}
+    assert len(list(converted.parameters())) == 3 * 4 and len(names) == 3 * 4
 
 
 def test_convert_to_gqa_bad_input():

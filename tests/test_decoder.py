@@ -1,6 +1,8 @@
 """TinyDecoder: shapes, decoding with a KV cache == without, readable == fused path,
 conversion to GQA, bad input."""
 
+import inspect
+
 import pytest
 import torch
 
@@ -64,14 +66,58 @@ def test_logits_with_cache_equal_full_forward(num_kv_heads):
 
 def test_readable_path_agrees_with_fused_and_keeps_the_weights():
     m, x = model(2), tokens()
-    fused = m(x)
-    assert all(w is None for w in m.attention_weights())
-    readable = m(x, need_weights=True)
+    fused = m(x, need_weights=False)
+    assert all(w is None for w in m.attention_weights)  # an attribute, not a method
+    readable = m(x)  # need_weights=True is the default, as for the layers
     torch.testing.assert_close(readable, fused)
-    weights = m.attention_weights()
+    weights = m.attention_weights
     assert len(weights) == L and weights[0].shape == (3, H, 7, 7)
+    assert weights[0] is m.blocks[0].attention.attention_weights
     torch.testing.assert_close(weights[1].sum(-1), torch.ones(3, H, 7))
     assert (weights[0].triu(diagonal=1) == 0).all()  # causal: no weight on later tokens
+
+
+def test_need_weights_has_one_default_for_layer_block_and_model():
+    defaults = [
+        inspect.signature(f).parameters["need_weights"].default
+        for f in (
+            al.GroupedQueryAttention.forward,
+            al.SelfAttention.forward,
+            al.DecoderBlock.forward,
+            al.TinyDecoder.forward,
+        )
+    ]
+    assert defaults == [True] * 4
+    m, x = model(2), tokens()
+    m.blocks[0](m.embedding(x))
+    assert m.blocks[0].attention.attention_weights.shape == (3, H, 7, 7)
+
+
+def test_generate_runs_the_fused_path_and_checks_ids_once(monkeypatch):
+    m, prompt = model(2), tokens()
+    m(prompt)  # readable: every block keeps weights
+    calls = {"min": 0, "need_weights": []}
+    real_min = torch.Tensor.min
+
+    def counting_min(self, *args, **kwargs):
+        calls["min"] += 1
+        return real_min(self, *args, **kwargs)
+
+    def spy(module, args, kwargs):
+        calls["need_weights"].append(kwargs["need_weights"])
+
+    monkeypatch.setattr(torch.Tensor, "min", counting_min)
+    hooks = [
+        b.attention.register_forward_pre_hook(spy, with_kwargs=True) for b in m.blocks
+    ]
+    for use_cache in (True, False):
+        calls["min"], calls["need_weights"] = 0, []
+        m.generate(prompt, 6, use_cache=use_cache)
+        assert calls["min"] == 1  # the prompt's ids, not once per generated token
+        assert calls["need_weights"] == [False] * (6 * L)
+    for hook in hooks:
+        hook.remove()
+    assert all(w is None for w in m.attention_weights)  # the fused path keeps none
 
 
 def test_a_later_token_does_not_change_earlier_logits():

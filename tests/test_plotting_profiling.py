@@ -1,5 +1,7 @@
+import numpy as np
 import pytest
 import torch
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
 import attention_lib as al
@@ -77,3 +79,71 @@ def test_colorbars_are_labelled():
     assert [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"] == [
         "score"
     ]
+
+
+def test_show_heatmaps_scales_weights_from_0_to_1_by_default():
+    # Issue 14, bug 4: near-uniform weights (0.148 .. 0.231) were stretched over the
+    # whole colour map and looked like sharp attention.
+    near_uniform = torch.full((1, 2, 3, 3), 0.2)
+    near_uniform[0, 0, 0, 0] = 0.148
+    near_uniform[0, 1, 2, 2] = 0.231
+    fig = al.show_heatmaps(near_uniform, "k", "q")
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert [ax.images[0].get_clim() for ax in panels] == [(0.0, 1.0)] * 2
+    colorbar = next(ax for ax in fig.axes if ax.get_label() == "<colorbar>")
+    assert colorbar.get_ylim() == (0.0, 1.0)
+    image = panels[0].images[0]
+    # 0.231 is drawn pale: closer to the colour of 0 than to the colour of 1
+    pale, zero, one = (
+        np.array(image.to_rgba(np.array([[v]]))[0, 0, :3], dtype=float)
+        for v in (0.231, 0.0, 1.0)
+    )
+    assert np.linalg.norm(pale - zero) < np.linalg.norm(pale - one)
+    # callers may choose the scale, or ask for the data's min/max
+    fig = al.show_heatmaps(near_uniform, "k", "q", vmin=0.1, vmax=0.5)
+    assert fig.axes[0].images[0].get_clim() == (0.1, 0.5)
+    fig = al.show_heatmaps(near_uniform, "k", "q", vmin=None, vmax=None)
+    low, high = fig.axes[0].images[0].get_clim()
+    assert low == pytest.approx(0.148) and high == pytest.approx(0.231)
+
+
+def test_masked_cells_get_their_own_colour():
+    weights = al.masked_softmax(torch.zeros(4, 4), mask=al.causal_mask(4))
+    weights[3] = torch.tensor([0.0, 0.0, 0.0, 1.0])  # a kept cell with weight 0
+    keep = al.causal_mask(4)
+    fig = al.show_heatmaps(weights[None, None], "k", "q", mask=keep)
+    image = fig.axes[0].images[0]
+    rgba = image.to_rgba(image.get_array())  # (4, 4, RGBA) in 0 .. 1
+    grey = np.array(to_rgba(al.plotting.MASKED_COLOUR))
+    masked, kept_zero = rgba[0, 3], rgba[3, 0]  # above the diagonal; a kept 0
+    np.testing.assert_allclose(masked, grey, atol=1e-6)
+    assert not np.allclose(kept_zero, grey, atol=1e-6)
+    np.testing.assert_allclose(
+        kept_zero, np.array(image.cmap(0.0)), atol=1e-6
+    )  # a zero weight keeps the colour map's colour of 0
+    assert (rgba[~keep.numpy()] == rgba[0, 3]).all()  # every masked cell is grey
+    assert not (rgba[keep.numpy()][:, :3] == rgba[0, 3, :3]).all(-1).any()
+    labels = [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert labels == ["attention weight (grey: masked)"]
+    # heatmap takes the same mask; a (B, 1, Q, K)-style mask broadcasts
+    fig, axes = al.subplots(1, 1)
+    image = al.heatmap(axes[0, 0], weights, mask=keep, vmin=0, vmax=1)
+    np.testing.assert_allclose(image.to_rgba(image.get_array())[0, 3], grey, atol=1e-6)
+    assert fig.axes[1].get_ylabel() == "attention weight (grey: masked)"
+    fig = al.show_heatmaps(torch.rand(2, 3, 4, 4), "k", "q", mask=keep[None, None])
+    assert all(ax.images[0].get_array().mask.sum() == 6 for ax in fig.axes[:6])
+
+
+def test_a_bad_heatmap_mask_is_refused():
+    with pytest.raises(ValueError, match="expected a bool mask .* got dtype float32"):
+        al.show_heatmaps(torch.rand(1, 1, 3, 3), "k", "q", mask=torch.ones(3, 3))
+    with pytest.raises(
+        ValueError, match=r"broadcastable to \(1, 1, 3, 3\), got shape \(2, 3\)"
+    ):
+        al.show_heatmaps(
+            torch.rand(1, 1, 3, 3), "k", "q", mask=torch.ones(2, 3, dtype=torch.bool)
+        )
+    fig, axes = al.subplots(1, 1)
+    with pytest.raises(ValueError, match=r"heatmap: mask: expected a mask"):
+        al.heatmap(axes[0, 0], torch.rand(3, 3), mask=torch.ones(4, dtype=torch.bool))
+    assert not axes[0, 0].images  # nothing was drawn
