@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 import torch
 import torch.nn.functional as F
 
@@ -64,14 +65,9 @@ def _load_chapter() -> dict:
         if cell["cell_type"] != "code":
             continue
         source = "".join(cell["source"])
-        # IPython magics (the Colab install) become `pass`, keeping the indentation
-        lines = [
-            ln[: len(ln) - len(ln.lstrip())] + "pass"
-            if ln.lstrip().startswith("%")
-            else ln
-            for ln in source.splitlines()
-        ]
-        for node in ast.parse("\n".join(lines)).body:
+        # IPython turns magics (the Colab install, a continued %pip line) into Python
+        python = TransformerManager().transform_cell(source)
+        for node in ast.parse(python).body:
             if not _wanted(node):
                 continue
             code = ast.Module(body=[node], type_ignores=[])

@@ -214,7 +214,7 @@ def draw_causal_tiles(path):
     d.text(
         lx,
         ly - 5.3,
-        "computed: 8 + 28 = 36 of 64 tiles = $n_b(n_b + 1)\,/\,2$",
+        r"computed: 8 + 28 = 36 of 64 tiles = $n_b(n_b + 1)\,/\,2$",
         ha="left",
         weight="bold",
         size=SHAPE_SIZE + 1,
@@ -222,7 +222,7 @@ def draw_causal_tiles(path):
     d.text(
         lx,
         ly - 6.3,
-        "a fraction $(n_b + 1)\,/\,2n_b$ ($n_b$ = 8 blocks), which tends to one half",
+        r"a fraction $(n_b + 1)\,/\,2n_b$ ($n_b$ = 8 blocks), which tends to one half",
         ha="left",
         size=SHAPE_SIZE + 0.5,
     )
