@@ -167,6 +167,14 @@ def test_page(browser, site_url, doc):
         )
         assert page.query_selector("a[href*='/issues/new']"), f"{doc}: no issues button"
         check_accessibility(page, doc)
+        # Code is formatted to 88 columns and the code font fits 88 to the column, so at
+        # 1280 px no code cell or printed output hides part of a line.
+        clipped = page.evaluate(
+            """() => [...document.querySelectorAll('.bd-article pre')]
+                .filter(p => p.scrollWidth > p.clientWidth + 1)
+                .map(p => p.textContent.trim().slice(0, 50))"""
+        )
+        assert not clipped, f"{doc}: code lines cut at 1280 px: {clipped[:3]}"
         footer = page.inner_text(".bd-footer-content")
         assert "CC BY-SA 4.0" in footer and "MIT" in footer, (
             f"{doc}: no licence in the footer"
