@@ -36,7 +36,7 @@ from .multihead import (
     repeat_kv,
     split_heads,
 )
-from .plotting import heatmap, plot, show_heatmaps, subplots
+from .plotting import heatmap, plot, sharp_figures, sharp_png, show_heatmaps, subplots
 from .profiling import peak_memory_bytes, time_ms
 from .scoring import (
     AdditiveAttention,
@@ -90,6 +90,8 @@ __all__ = [
     "plot",
     "subplots",
     "heatmap",
+    "sharp_png",
+    "sharp_figures",
     # measuring
     "time_ms",
     "peak_memory_bytes",

@@ -147,3 +147,47 @@ def test_a_bad_heatmap_mask_is_refused():
     with pytest.raises(ValueError, match=r"heatmap: mask: expected a mask"):
         al.heatmap(axes[0, 0], torch.rand(3, 3), mask=torch.ones(4, dtype=torch.bool))
     assert not axes[0, 0].images  # nothing was drawn
+
+
+def test_sharp_png_has_twice_the_pixels_shown_at_the_figure_size():
+    import io
+
+    from PIL import Image
+
+    fig, axes = al.subplots(1, 1, figsize=(4, 2))
+    axes[0, 0].plot([0, 1, 2], [0, 1, 0])
+    one = io.BytesIO()
+    fig.savefig(one, format="png", bbox_inches="tight", facecolor="white")
+    data, meta = al.sharp_png(fig)
+    image, plain = Image.open(io.BytesIO(data)), Image.open(io.BytesIO(one.getvalue()))
+    assert image.mode == "P" and len(image.getcolors(256)) <= 256  # a palette image
+    # shown at the 1x size, drawn with twice the pixels each way
+    assert (
+        abs(meta["width"] - plain.size[0]) <= 1
+        and abs(meta["height"] - plain.size[1]) <= 1
+    )
+    assert abs(image.size[0] - 2 * plain.size[0]) <= 2
+    assert len(data) < 1.5 * len(one.getvalue())  # about as light as the 1x PNG
+
+
+def test_sharp_png_refuses_bad_arguments():
+    fig, _ = al.subplots()
+    for kwargs in ({"scale": 0}, {"scale": 1.5}, {"colors": 1}, {"colors": 300}):
+        with pytest.raises(ValueError, match="expected"):
+            al.sharp_png(fig, **kwargs)
+
+
+def test_sharp_figures_installs_the_formatter_in_ipython():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        al.sharp_figures()
+        fig, axes = al.subplots(1, 1, figsize=(4, 2))
+        axes[0, 0].plot([0, 1], [1, 0])
+        data, metadata = shell.display_formatter.format(fig)
+        assert metadata["image/png"]["width"] * 2 - 2 <= (
+            int.from_bytes(data["image/png"][16:20], "big")  # the PNG header's width
+        )
+    finally:
+        InteractiveShell.clear_instance()
