@@ -295,7 +295,7 @@ def sharp_png(fig, scale: int = 2, colors: int = 256) -> tuple[bytes, dict]:
 
 
 def sharp_figures(scale: int = 2) -> None:
-    """In Jupyter, show every matplotlib figure through :func:`sharp_png`.
+    """In Jupyter, show every figure through :func:`~attention_lib.sharp_png`.
 
     Call it once, after the imports; outside IPython it does nothing.
     """

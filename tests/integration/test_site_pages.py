@@ -1,0 +1,134 @@
+"""Every page of the book in headless Chromium: what ``test_site.py`` describes for each
+page (its own module, so that the two test workers share the browser checks)."""
+
+import pytest
+from test_site import (  # noqa: F401
+    ARTIFACTS,
+    CONFIG,
+    DARK_PAGES,
+    PAGES,
+    PHONE,
+    REPO,
+    ROOT,
+    check_accessibility,
+    check_fits_a_phone,
+    visit,
+)
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_page(browser, site_url, doc):
+    url = f"{site_url}/{doc}.html"
+    context, page, problems = visit(browser, url)
+    try:
+        math = page.evaluate(
+            """() => {
+                const nodes = [...document.querySelectorAll('.math')];
+                return {total: nodes.length,
+                        raw: nodes.filter(n => !n.querySelector('mjx-container')).map(n => n.textContent.slice(0, 60)),
+                        errors: document.querySelectorAll('mjx-merror').length,
+                        mathjax: !!window.MathJax};
+            }"""
+        )
+        if math["total"]:
+            assert math["mathjax"], f"{doc}: the page has math but no MathJax"
+            assert not math["raw"], f"{doc}: math left as raw TeX: {math['raw'][:3]}"
+            assert math["errors"] == 0, f"{doc}: {math['errors']} MathJax errors"
+        broken = page.evaluate(
+            "() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)"
+        )
+        assert not broken, f"{doc}: images that did not load: {broken}"
+        # Every image says what it shows: a screen reader reads the alt text (myst-nb's
+        # default is a file path).
+        alts = page.eval_on_selector_all(
+            ".bd-article img", "els => els.map(e => [e.getAttribute('src'), e.alt])"
+        )
+        undescribed = [
+            (src, alt)
+            for src, alt in alts
+            if len(alt.split()) < 4
+            or alt.endswith((".png", ".svg"))
+            or "/" in alt.split()[0]
+        ]
+        assert not undescribed, (
+            f"{doc}: images without a meaningful alt text: {undescribed[:5]}"
+        )
+        # One search field, and no header bar above the page (it held only a second
+        # search field).
+        searches = page.eval_on_selector_all(
+            "button.search-button-field, .bd-search input",
+            "els => els.filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 0).length",
+        )
+        assert searches == 1, f"{doc}: {searches} visible search fields at 1280 px"
+        assert (
+            page.evaluate(
+                "() => document.querySelector('#pst-header').getBoundingClientRect().height"
+            )
+            == 0
+        )
+        if doc.startswith(
+            "chapters/"
+        ):  # the Colab install cell is in the notebook (and the download), not the page
+            assert "google.colab" not in page.inner_text(".bd-article"), (
+                f"{doc}: the Colab install cell is shown"
+            )
+        if doc.startswith("chapters/"):
+            colab = page.eval_on_selector_all(
+                "a[href*='colab.research.google.com']", "els => els.map(e => e.href)"
+            )
+            expected = (
+                f"https://colab.research.google.com/github/{REPO}/blob/main/{doc}.ipynb"
+            )
+            assert expected in colab, (
+                f"{doc}: no Colab link to {expected} (found {colab})"
+            )
+            assert (ROOT / f"{doc}.ipynb").exists()
+            binder = page.eval_on_selector_all(
+                "a[href*='mybinder.org']", "els => els.map(e => e.href)"
+            )
+            assert any(f"{doc}.ipynb" in b for b in binder), f"{doc}: no Binder link"
+            assert page.query_selector(
+                f"a[href$='{doc.split('/')[-1]}.ipynb'][download], a[href*='_sources/{doc}.ipynb']"
+            ), f"{doc}: no .ipynb download button"
+        assert page.query_selector(f"a[href='{CONFIG['repository']['url']}']"), (
+            f"{doc}: no repository button"
+        )
+        assert page.query_selector("a[href*='/issues/new']"), f"{doc}: no issues button"
+        check_accessibility(page, doc)
+        # Code is formatted to 88 columns and the code font fits 88 to the column, so at
+        # 1280 px no code cell or printed output hides part of a line.
+        clipped = page.evaluate(
+            """() => [...document.querySelectorAll('.bd-article pre')]
+                .filter(p => p.scrollWidth > p.clientWidth + 1)
+                .map(p => p.textContent.trim().slice(0, 50))"""
+        )
+        assert not clipped, f"{doc}: code lines cut at 1280 px: {clipped[:3]}"
+        footer = page.inner_text(".bd-footer-content")
+        assert "CC BY-SA 4.0" in footer and "MIT" in footer, (
+            f"{doc}: no licence in the footer"
+        )
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        name = doc.replace("/", "__")
+        # The first screen (a full-page shot of a 30,000 px chapter costs seconds).
+        page.screenshot(path=str(ARTIFACTS / f"{name}.light.png"))
+        assert not problems, f"{doc}: " + "\n".join(problems)
+    finally:
+        context.close()
+    if doc in DARK_PAGES:
+        context, page, problems = visit(browser, url, scheme="dark")
+        try:
+            dark = page.evaluate("() => document.documentElement.dataset.theme")
+            assert dark == "dark"
+            # In dark mode only the colours change: axe's contrast rule alone.
+            check_accessibility(page, f"{doc} (dark)", rules=["color-contrast"])
+            page.screenshot(path=str(ARTIFACTS / f"{name}.dark.png"))
+            assert not problems, f"{doc} (dark): " + "\n".join(problems)
+        finally:
+            context.close()
+    context, page, problems = visit(browser, url, width=PHONE)
+    try:
+        check_fits_a_phone(page, doc)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.light.{PHONE}.png"))
+        assert not problems, f"{doc} ({PHONE} px): " + "\n".join(problems)
+    finally:
+        context.close()
