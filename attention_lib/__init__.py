@@ -37,7 +37,7 @@ from .multihead import (
     split_heads,
 )
 from .plotting import heatmap, plot, sharp_figures, sharp_png, show_heatmaps, subplots
-from .profiling import peak_memory_bytes, time_ms
+from .profiling import TensorRecorder, peak_memory_bytes, time_ms
 from .scoring import (
     AdditiveAttention,
     DotProductAttention,
@@ -95,6 +95,7 @@ __all__ = [
     # measuring
     "time_ms",
     "peak_memory_bytes",
+    "TensorRecorder",
     # attention by tiles (chapter 10)
     "tiled_attention",
     "merge_attention",

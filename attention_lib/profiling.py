@@ -9,6 +9,8 @@ benchmarks.
   ``VmRSS``), timeit-style with ``setup`` and ``stmt`` strings. A fresh process is the
   honest way to see a peak on the CPU: PyTorch keeps no CPU allocator statistics, and
   the profiler does not see allocations made inside fused kernels.
+* :class:`TensorRecorder` -- in process and exact: the tensors the operations inside a
+  ``with`` block create (largest, peak alive, matrix products).
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ import json
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import torch
 import torch.utils.benchmark as benchmark
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["time_ms", "peak_memory_bytes"]
+__all__ = ["time_ms", "peak_memory_bytes", "TensorRecorder"]
 
 
 def time_ms(
@@ -85,3 +89,68 @@ def peak_memory_bytes(
         )
     usage = json.loads(result.stdout.strip().splitlines()[-1])
     return max(0, usage["after_kib"] - usage["before_kib"]) * 1024
+
+
+def _tensors(xs) -> list[torch.Tensor]:
+    """The tensors in an operation's arguments or results (nested tuples, lists, dicts).
+    """
+    if isinstance(xs, torch.Tensor):
+        return [xs]
+    if isinstance(xs, dict):
+        xs = list(xs.values())
+    if isinstance(xs, (tuple, list)):
+        return [t for x in xs for t in _tensors(x)]
+    return []
+
+
+class TensorRecorder(TorchDispatchMode):
+    """Record what the PyTorch operations run inside ``with TensorRecorder() as rec:``
+    create, exactly and in process (unlike :func:`peak_memory_bytes`, it sees only
+    tensors, not the memory a fused kernel uses internally).
+
+    A tensor is *new* when its storage is neither one of the operation's inputs (a view,
+    or a result written in place) nor one already recorded. Attributes:
+
+    * ``products``: matrix products run (``aten.mm`` and ``aten.bmm``);
+    * ``largest``: elements of the largest new tensor;
+    * ``largest_bytes``, ``largest_op``: bytes of the largest new storage, and the
+      operation that made it;
+    * ``peak``: the most bytes of new storages alive at the same time;
+    * ``ops``: the name of every operation run.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.products, self.largest, self.largest_bytes, self.peak = 0, 0, 0, 0
+        self.largest_op, self.ops, self.live = "", set(), 0
+        self._storages: dict[int, list[int]] = {}  # address -> [bytes, tensors alive]
+
+    def _release(self, address: int) -> None:
+        entry = self._storages[address]
+        entry[1] -= 1
+        if entry[1] == 0:  # the last tensor using this storage is gone: memory freed
+            self.live -= self._storages.pop(address)[0]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.ops.add(str(func))
+        if func in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default):
+            self.products += 1
+        inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))}
+        for t in _tensors(out):
+            storage = t.untyped_storage()
+            address, nbytes = storage.data_ptr(), storage.nbytes()
+            if nbytes == 0:
+                continue
+            if address not in self._storages:
+                if address in inputs:  # a view of an input, or written in place
+                    continue
+                self._storages[address] = [nbytes, 0]
+                self.live += nbytes
+                self.peak = max(self.peak, self.live)
+                self.largest = max(self.largest, t.numel())
+                if nbytes > self.largest_bytes:
+                    self.largest_bytes, self.largest_op = nbytes, str(func)
+            self._storages[address][1] += 1
+            weakref.finalize(t, self._release, address)  # runs when t is freed
+        return out

@@ -191,3 +191,19 @@ def test_sharp_figures_installs_the_formatter_in_ipython():
         )
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_tensor_recorder_counts_new_memory_products_and_peak():
+    a, b = torch.randn(64, 32), torch.randn(32, 64)
+    with al.TensorRecorder() as rec:
+        view = a.t()  # a view of an input: no new memory
+        c = a @ b  # (64, 64): new, 16 KiB
+        c.add_(1.0)  # in place: no new memory
+        del c
+        d = torch.randn(8, 8) @ torch.randn(8, 8)  # (8, 8), after c was freed
+    assert view.shape == (32, 64) and d.shape == (8, 8)
+    assert rec.products == 2
+    assert rec.largest == 64 * 64 and rec.largest_bytes == 64 * 64 * 4
+    assert rec.largest_op == "aten.mm.default"
+    assert rec.peak == 64 * 64 * 4  # c was freed before the small tensors were made
+    assert "aten.add_.Tensor" in rec.ops
