@@ -92,8 +92,7 @@ def peak_memory_bytes(
 
 
 def _tensors(xs) -> list[torch.Tensor]:
-    """The tensors in an operation's arguments or results (nested tuples, lists, dicts).
-    """
+    """The tensors in an op's arguments or results (nested tuples, lists, dicts)."""
     if isinstance(xs, torch.Tensor):
         return [xs]
     if isinstance(xs, dict):
