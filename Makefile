@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test unit notebooks book pdf execute diagrams bench clean browser-deps
+.PHONY: help setup test unit notebooks book translations pdf execute diagrams bench clean browser-deps
 
 help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
+	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
 	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
@@ -94,10 +95,26 @@ $(THEME_CSS): tools/slim_theme_css.py $(STAMP)
 diagrams: $(STAMP)
 	$(PY) tools/make_diagrams.py
 
-# A full build (--all): an incremental one does not copy book/_static/ again, so an edit there
-# would not reach the site; the book builds in about 15 s either way.
+# Both editions. English: a full build (--all): an incremental one does not copy book/_static/
+# again, so an edit there would not reach the site. 中文版: the message templates (_build/gettext,
+# which tools/check_translations.py compares with locales/) and the Chinese site, built from the
+# catalogs in locales/zh_CN/ into _build/zh and copied into _build/html/zh (tools/build_book.py).
+# The Chinese edition is built beside the English one (two cores); about 30 s in all.
 book: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS)
-	$(VENV)/bin/jupyter-book build . --all --warningiserror --nitpick --keep-going
+	@mkdir -p _build
+	@( $(PY) tools/build_book.py zh > _build/zh.log 2>&1 && $(PY) tools/build_book.py gettext > _build/gettext.log 2>&1 ) & other=$$!; \
+	$(VENV)/bin/jupyter-book build . --all --warningiserror --nitpick --keep-going; english=$$?; \
+	wait $$other; chinese=$$?; \
+	tail -n 3 _build/zh.log _build/gettext.log; \
+	if [ $$chinese != 0 ]; then cat _build/zh.log _build/gettext.log | grep -iE "warning|error" | head -40; fi; \
+	[ $$english = 0 ] && [ $$chinese = 0 ] && echo "Both editions: _build/html (English) and _build/html/zh (中文)"
+
+# After an English edit: update the catalogs (a changed message turns fuzzy, a new one is empty),
+# then translate what tools/check_translations.py lists (make test fails until then).
+translations: $(STAMP)
+	$(PY) tools/build_book.py gettext
+	$(PY) tools/build_book.py update-po
+	$(PY) tools/check_translations.py || true
 
 # The whole book as one PDF: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
 # Not part of `make test` (it takes longer than the test budget allows).

@@ -14,6 +14,7 @@ so the Chinese site is built in its own folder and copied into `_build/html/zh`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -26,7 +27,9 @@ LOCALES = ROOT / "locales"
 UNTRANSLATED = ["book/api"]  # pages the Chinese edition shows in English
 
 
-def build(builder: str, outdir: Path, doctrees: Path, overrides: dict | None = None) -> int:
+def build(
+    builder: str, outdir: Path, doctrees: Path, overrides: dict | None = None
+) -> int:
     from jupyter_book.sphinx import build_sphinx
 
     config = {
@@ -51,8 +54,63 @@ def build(builder: str, outdir: Path, doctrees: Path, overrides: dict | None = N
     return 0 if result in (0, None) else 1
 
 
-def zh_overrides() -> dict:
-    return yaml.safe_load((LOCALES / "zh_CN" / "config.yml").read_text(encoding="utf-8"))
+def update_catalogs(pages: list[str]) -> None:
+    """Bring locales/zh_CN/LC_MESSAGES/<page>.po in step with _build/gettext/<page>.pot (run
+    `gettext` first): a new English message comes in empty, a changed one keeps its old
+    translation marked fuzzy (make test fails on both until they are translated), a removed
+    one is dropped. One line per message (width 0), so a diff shows which message changed.
+    ``pages``: only these (e.g. chapters/05_scaled_dot_product); none: every page."""
+    from babel.messages.pofile import read_po, write_po
+
+    pot_dir = BUILD / "gettext"
+    for pot in sorted(pot_dir.rglob("*.pot")):
+        page = pot.relative_to(pot_dir).with_suffix("").as_posix()
+        if pages and page not in pages:
+            continue
+        with open(pot, "rb") as f:
+            template = read_po(f)
+        po = LOCALES / "zh_CN" / "LC_MESSAGES" / f"{page}.po"
+        if po.exists():
+            with open(po, "rb") as f:
+                catalog = read_po(f, locale="zh_CN")
+            catalog.update(template)
+        else:
+            po.parent.mkdir(parents=True, exist_ok=True)
+            catalog = template
+            catalog.locale = "zh_CN"
+        catalog.obsolete.clear()
+        with open(po, "wb") as f:
+            write_po(f, catalog, width=0, ignore_obsolete=True)
+        print("updated", po.relative_to(ROOT))
+
+
+def zh_overrides(folder: Path) -> dict:
+    config = yaml.safe_load(
+        (LOCALES / "zh_CN" / "config.yml").read_text(encoding="utf-8")
+    )
+    # Chinese search: Sphinx splits Chinese text into words with jieba. jieba does not know the
+    # course's terms (注意力汇聚, 键值缓存 ...), so the glossary's Chinese column is its user dictionary.
+    folder.mkdir(parents=True, exist_ok=True)
+    words = folder / "jieba_userdict.txt"
+    words.write_text(
+        "".join(f"{term} 1000 n\n" for term in glossary_chinese()), encoding="utf-8"
+    )
+    config["html_search_options"] = {"dict": str(words)}
+    return config
+
+
+def glossary_chinese() -> list[str]:
+    """The Chinese terms of book/glossary.md (split at / and ，, parentheticals dropped) that are
+    Chinese words only: jieba splits at spaces and Latin letters anyway."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from check_translations import glossary_terms
+
+    import re
+
+    terms = {zh for _, zh in glossary_terms()}
+    return sorted(
+        t for t in terms if len(t) > 1 and re.fullmatch(r"[\u3400-\u9fff]+", t)
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -61,6 +119,8 @@ def main(argv: list[str]) -> int:
         return build("html", BUILD / "html", BUILD / ".doctrees")
     if what == "gettext":
         shutil.rmtree(BUILD / "gettext", ignore_errors=True)
+        # A fixed POT-Creation-Date, so that updating the catalogs does not rewrite every header.
+        os.environ.setdefault("SOURCE_DATE_EPOCH", "1767225600")
         code = build("gettext", BUILD / "gettext", BUILD / ".doctrees-gettext")
         # The API reference stays English: its messages are the docstrings, whose reST roles
         # (:func:, :class:) break when a translation is parsed as MyST (see README).
@@ -68,18 +128,13 @@ def main(argv: list[str]) -> int:
             (BUILD / "gettext" / f"{page}.pot").unlink(missing_ok=True)
         return code
     if what == "update-po":
-        # Run `gettext` first. Each English message keeps its translation; a changed one is
-        # marked fuzzy (make test then fails until it is translated again); line_width 0: one
-        # line per message, so a diff shows which message changed.
-        from sphinx_intl.basic import update
-
-        update(str(LOCALES), str(BUILD / "gettext"), ("zh_CN",), line_width=0)
+        update_catalogs(argv[2:])
         return 0
     if what == "zh":
         # --out DIR: build into DIR alone (a translator's check), not into the site.
         folder = Path(argv[3]).resolve() if argv[2:3] == ["--out"] else BUILD / "zh"
         out = folder / "html"
-        code = build("html", out, folder / ".doctrees", zh_overrides())
+        code = build("html", out, folder / ".doctrees", zh_overrides(folder))
         if code == 0 and folder == BUILD / "zh":
             shutil.rmtree(BUILD / "html" / "zh", ignore_errors=True)
             shutil.copytree(out, BUILD / "html" / "zh")

@@ -38,7 +38,7 @@ CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 HAS_CJK = re.compile(f"[{CJK}]")
 MATH = re.compile(r"(?<![\\$])\$(?!\$)(?:\\.|[^$\\])+?\$")
 ROLE = re.compile(r"\{[a-z:-]+\}`[^`]*`")
-CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+CODE = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 TARGET = re.compile(r"\]\(([^()\s]*(?:\([^()\s]*\)[^()\s]*)*)\)")
 WORD = re.compile(r"[A-Za-z][a-z]{2,}")
 
@@ -62,7 +62,7 @@ def glossary_terms() -> list[tuple[str, str]]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 3 or not HAS_CJK.search(cells[1]) or cells[0] == "English":
             continue
-        en = re.sub(r"\s*\([^)]*\)", "", cells[0])
+        en = " ".join(re.sub(r"\([^)]*\)", " ", cells[0]).split())
         zh = re.sub(r"（[^）]*）", "", cells[1])
         ens = [e.strip() for e in re.split(r" / |, ", en)]
         zhs = [z.strip() for z in re.split(r" / |，", zh)]
@@ -100,28 +100,23 @@ def broken_emphasis(text: str) -> bool:
     """True when `*` or `_` emphasis markers survive parsing as literal text."""
     for token in _MD.parseInline(ROLE.sub("R", MATH.sub("M", text))):
         for child in token.children or []:
-            if child.type == "text" and ("**" in child.content or "__" in child.content):
+            if child.type == "text" and (
+                "**" in child.content or "__" in child.content
+            ):
                 return True
     return False
 
 
 ASCII_PUNCT = re.compile(
-    f"[{CJK}]\\s?[,;:?!()\"']|[,;:?!()\"']\\s?[{CJK}]|[{CJK}]\\s?\\.(?=\\s|$)"
+    f"[{CJK}]\\s?[,;:?!()\"']|[,;:?!()\"']\\s?[{CJK}]|[{CJK}\\ue000]\\s?[,;:?!]\\s|[{CJK}\\ue000]\\s?\\.(?=\\s|$)"
 )
 
 
-def is_term_cell(msgid: str, terms) -> bool:
-    """An English cell of a terms table (English – 中文), which stays English: short, not a
-    sentence, and it names a glossary term."""
-    text = msgid.strip()
-    return (
-        len(text) <= 80
-        and not text.endswith(".")
-        and any(re.search(rf"(?<![\w-]){re.escape(en)}", text, re.I) for en, _ in terms)
-    )
-
-
-def problems_of(page: str, msgid: str, msgstr: str, fuzzy: bool, terms) -> list[str]:
+def problems_of(
+    page: str, msgid: str, msgstr: str, fuzzy: bool, terms, term_cell: bool = False
+) -> list[str]:
+    """What is wrong with one translation. ``term_cell``: a cell of a terms table
+    (English – 中文), which may stay as it is (its English column stays English)."""
     if fuzzy:
         return ["fuzzy (the English changed since it was translated)"]
     if not msgstr:
@@ -133,28 +128,37 @@ def problems_of(page: str, msgid: str, msgstr: str, fuzzy: bool, terms) -> list[
         found.append(
             "math/code/role/link changed: "
             + "; ".join(
-                [f"missing {k} {v}" for (k, v) in lost] + [f"extra {k} {v}" for (k, v) in added]
+                [f"missing {k} {v}" for (k, v) in lost]
+                + [f"extra {k} {v}" for (k, v) in added]
             )
         )
     prose_en = strip_literal(msgid)
-    prose_zh = strip_literal(msgstr)
-    if not HAS_CJK.search(msgstr) and len(WORD.findall(prose_en)) >= 2:
-        if not (msgstr == msgid and is_term_cell(msgid, terms)):
-            found.append("no Chinese in the translation")
+    kept = term_cell and msgstr == msgid
+    if not HAS_CJK.search(msgstr) and len(WORD.findall(prose_en)) >= 2 and not kept:
+        found.append("no Chinese in the translation")
     if "$$" in msgstr:
         found.append("display math ($$) in a translation renders as \\[::\\]")
     if broken_emphasis(msgstr) and not broken_emphasis(msgid):
         found.append("emphasis that does not parse (write “**x**”字, not **“x”**字)")
-    bad = ASCII_PUNCT.findall(re.sub(r"\[[^\]]*\]\(", "[", prose_zh))
+    # Math and code count as part of a Chinese sentence: "$h$." should end "$h$。".
+    sentence = ROLE.sub("\ue000", msgstr)
+    for pattern in (CODE, MATH):
+        sentence = pattern.sub("\ue000", sentence)
+    sentence = TARGET.sub("]", sentence)
+    bad = ASCII_PUNCT.findall(sentence) if HAS_CJK.search(msgstr) else []
     if bad:
-        found.append("ASCII punctuation beside Chinese: " + " ".join(repr(b) for b in bad[:5]))
-    if page != "book/glossary":
+        found.append(
+            "ASCII punctuation beside Chinese: " + " ".join(repr(b) for b in bad[:5])
+        )
+    if page != "book/glossary" and not kept:
         for en, zh in terms:
             if en in GLOSSARY_EXCEPTIONS:
                 continue
-            if re.search(rf"(?<![\w-]){re.escape(en)}(?:s|es)?(?![\w-])", prose_en, re.I):
-                if zh not in msgstr:
-                    found.append(f"glossary: “{en}” is {zh}")
+            # (a hyphen and an en dash are the same here: key-value, key–value)
+            pattern = re.sub(r"\\-|–", "[-–]", re.escape(en))
+            used = re.search(rf"(?<![\w-]){pattern}(?:s|es)?(?![\w-])", prose_en, re.I)
+            if used and zh not in msgstr:
+                found.append(f"glossary: “{en}” is {zh}")
     return found
 
 
@@ -163,29 +167,37 @@ def check(pages: list[str] | None = None) -> list[str]:
     report = []
     pots = sorted(POT.rglob("*.pot"))
     if not pots:
-        return [f"no message templates in {POT}: run python tools/build_book.py gettext"]
+        return [
+            f"no message templates in {POT}: run python tools/build_book.py gettext"
+        ]
     for pot in pots:
         page = pot.relative_to(POT).with_suffix("").as_posix()
         if pages and page not in pages:
             continue
         po_path = PO / f"{page}.po"
         if not po_path.exists():
-            report.append(f"{page}: no catalog {po_path.relative_to(ROOT)} (run update-po)")
+            report.append(
+                f"{page}: no catalog {po_path.relative_to(ROOT)} (run update-po)"
+            )
             continue
         with open(pot, "rb") as f:
             template = read_po(f)
         with open(po_path, "rb") as f:
             catalog = read_po(f)
+        in_terms_table = False
         for message in template:
             if not message.id:
                 continue
+            # Table cells are located at line 0; a terms table's header is "English | 中文".
+            at_zero = all(line == 0 for _, line in message.locations)
+            in_terms_table = at_zero and (in_terms_table or message.id == "English")
             entry = catalog.get(message.id, message.context)
             msgstr = entry.string if entry is not None else ""
             fuzzy = entry is not None and entry.fuzzy
             problems = (
                 ["missing from the catalog (run update-po)"]
                 if entry is None
-                else problems_of(page, message.id, msgstr, fuzzy, terms)
+                else problems_of(page, message.id, msgstr, fuzzy, terms, in_terms_table)
             )
             english = " ".join(message.id.split())
             english = english if len(english) <= 70 else english[:67] + "..."

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 OUT = ROOT / "chapters" / "figures"
 
 
@@ -38,17 +39,35 @@ def all_diagrams() -> dict:
     return found
 
 
+LANGUAGES = [
+    None,
+    "zh_CN",
+]  # English (NAME.svg), then the Chinese edition (NAME.zh_CN.svg)
+
+
 def draw_all(
     folder: Path, suffix: str = ".svg", only: list[str] | None = None
 ) -> list[Path]:
+    from tools.diagrams import style
+
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for stem, draw in all_diagrams().items():
-        if only and stem not in only:
-            continue
-        path = folder / f"{stem}{suffix}"
-        draw(path)
-        paths.append(path)
+    for language in LANGUAGES:
+        style.use_language(language)
+        for stem, draw in all_diagrams().items():
+            if only and stem not in only:
+                continue
+            path = folder / (
+                f"{stem}{suffix}" if language is None else f"{stem}.{language}{suffix}"
+            )
+            draw(path)
+            paths.append(path)
+    style.use_language(None)
+    if style.UNKNOWN:
+        raise SystemExit(
+            "labels that tools/diagrams/labels_zh_CN.py neither translates nor keeps:\n"
+            + "\n".join(f"    {s!r}" for s in sorted(style.UNKNOWN))
+        )
     return paths
 
 

@@ -5,6 +5,7 @@
  *    full-size image (the SVG itself for diagrams).
  * 2. Chinese text carries lang="zh-Hans" (screen readers pick the right voice, browsers the right font).
  * 3. Small accessibility repairs of what the theme and extensions emit (see each function).
+ * 4. The "中文 / English" switch keeps the reader's place: the section anchor goes along.
  */
 (function () {
   "use strict";
@@ -151,6 +152,15 @@
     });
   }
 
+  // 4. Both editions keep the English section ids, so the other edition's page has the same #anchor.
+  function keepAnchorOnSwitch() {
+    document.querySelectorAll(".course-lang-switch a[hreflang]").forEach(function (a) {
+      a.addEventListener("click", function () {
+        if (location.hash) a.href = a.href.split("#")[0] + location.hash;
+      });
+    });
+  }
+
   function ready(fn) {
     if (document.readyState !== "loading") fn();
     else document.addEventListener("DOMContentLoaded", fn);
@@ -162,6 +172,7 @@
     fixLabels();
     fixSummaries();
     fixLandmarks();
+    keepAnchorOnSwitch();
     fitAll();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
       MathJax.startup.promise.then(wideMathTabStops);

@@ -22,6 +22,7 @@ provide.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -65,6 +66,56 @@ plt.rcParams.update(
         "font.size": FONT_SIZE,
     }
 )
+
+
+# -- the Chinese edition
+# The same diagrams with Chinese labels (``NAME.zh_CN.svg``, which Sphinx's Chinese build picks
+# instead of ``NAME.svg``): ``make_diagrams.py`` draws every diagram a second time with
+# ``use_language("zh_CN")``, and every label goes through ``translate``: the table in
+# ``tools/diagrams/labels_zh_CN.py`` gives its Chinese, or lists it as kept (math, code names,
+# numbers). A label in neither is recorded in ``UNKNOWN`` and make_diagrams fails naming it.
+CJK_FONTS = [  # Debian's fonts-noto-cjk
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc",
+]
+LABELS: dict[str, str] | None = None
+KEEP: set[str] = set()
+UNKNOWN: set[str] = set()
+
+
+def use_language(language: str | None) -> None:
+    """Draw the next diagrams in ``language`` (None: English, the source's own labels)."""
+    global LABELS, KEEP
+    if language is None:
+        LABELS, KEEP = None, set()
+        plt.rcParams["font.family"] = "DejaVu Sans"
+        return
+    import importlib
+
+    from matplotlib import font_manager
+
+    for font in CJK_FONTS:
+        if not Path(font).exists():
+            raise FileNotFoundError(
+                f"{font} not found: the Chinese diagrams need Noto Sans CJK "
+                "(Debian: apt-get install fonts-noto-cjk)"
+            )
+        font_manager.fontManager.addfont(font)
+    table = importlib.import_module(f"tools.diagrams.labels_{language}")
+    LABELS, KEEP = table.LABELS, set(table.KEEP)
+    # Latin letters and digits from DejaVu Sans (as in English), Chinese from Noto Sans CJK SC.
+    plt.rcParams["font.family"] = ["DejaVu Sans", "Noto Sans CJK SC"]
+
+
+def translate(s: str) -> str:
+    if LABELS is None or not isinstance(s, str):
+        return s
+    if s in LABELS:
+        return LABELS[s]
+    # Math, shapes and numbers stay as they are: what is left outside $...$ has no word.
+    if s not in KEEP and re.search(r"[A-Za-z]{3,}", re.sub(r"\$[^$]*\$", "", s)):
+        UNKNOWN.add(s)
+    return s
 
 
 def colours(role: str) -> tuple[str, str]:
@@ -125,7 +176,7 @@ class Diagram:
         return self.ax.text(
             x,
             y,
-            s,
+            translate(s),
             fontsize=size,
             color=color,
             ha=ha,

@@ -1,0 +1,58 @@
+"""Sphinx: what the Chinese edition needs beyond Sphinx's own gettext support.
+
+Display math (``$$ ... $$``) is not a message: a formula is the same in every language, and
+a translated math block renders as ``\\[::\\]``. ``KeepMathOutOfCatalogs`` marks math blocks
+untranslatable, so the gettext builder does not extract them and the Chinese build shows
+the English source's formula.
+
+The part captions of ``_toc.yml`` ("Getting started", "Chapters", ...) are extracted into
+the root page's catalog, but sphinx-external-toc inserts its toctrees after Sphinx's
+``Locale`` transform has run, so they are never translated. This transform translates
+them from the same catalog, after the insertion and before Sphinx collects the toctrees.
+"""
+
+from __future__ import annotations
+
+from os import path
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.locale import init as init_locale
+from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
+
+
+class KeepMathOutOfCatalogs(SphinxTransform):
+    default_priority = 5  # before Sphinx's i18n transforms (10, 20)
+
+    def apply(self, **kwargs) -> None:
+        for block in self.document.findall(nodes.math_block):
+            block["translatable"] = False
+
+
+class TranslateTocCaptions(SphinxTransform):
+    default_priority = 101  # after sphinx_external_toc's InsertToctrees (100)
+
+    def apply(self, **kwargs) -> None:
+        if not self.config.language or self.config.language == "en":
+            return
+        toctrees = [
+            t for t in self.document.findall(addnodes.toctree) if t.get("caption")
+        ]
+        if not toctrees:
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if not has_catalog:
+            return
+        for toctree in toctrees:
+            translated = catalog.gettext(toctree["caption"])
+            toctree["caption"] = translated
+            toctree["rawcaption"] = translated
+
+
+def setup(app):
+    app.add_transform(KeepMathOutOfCatalogs)
+    app.add_transform(TranslateTocCaptions)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,134 @@
+"""The Chinese edition (中文版, ``_build/html/zh/``) in headless Chromium, and what it shares
+with the English one: every page in Chinese (``lang="zh-CN"``), math typeset, images with
+Chinese alt text, no console error, Chinese search, and the "中文 / English" switch, which
+keeps the reader's section because both editions keep the English section ids."""
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from test_site import PAGES, ROOT, visit
+
+HTML = ROOT / "_build" / "html"
+ZH = HTML / "zh"
+ZH_CONFIG = ROOT / "locales" / "zh_CN" / "config.yml"
+CJK = re.compile(r"[\u3400-\u9fff]")
+ENGLISH_ONLY = {"book/api"}  # the API reference stays English (README)
+CHAPTERS = [p for p in PAGES if p.startswith("chapters/")]
+
+
+def section_ids(path: Path) -> list[str]:
+    return re.findall(r'<section id="([^"]+)"', path.read_text(encoding="utf-8"))
+
+
+def test_every_page_has_a_chinese_edition():
+    missing = [doc for doc in PAGES if not (ZH / f"{doc}.html").exists()]
+    assert not missing, (
+        f"no Chinese page for {missing} (make book builds _build/html/zh)"
+    )
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_both_editions_have_the_same_section_ids(doc):
+    """The switch keeps #anchors: a translated heading keeps its English id."""
+    assert section_ids(ZH / f"{doc}.html") == section_ids(HTML / f"{doc}.html")
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_chinese_page(browser, site_url, doc):
+    context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html")
+    try:
+        assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
+        math = page.evaluate(
+            """() => {
+                const nodes = [...document.querySelectorAll('.math')];
+                return {raw: nodes.filter(n => !n.querySelector('mjx-container')).length,
+                        errors: document.querySelectorAll('mjx-merror').length};
+            }"""
+        )
+        assert math == {"raw": 0, "errors": 0}, f"zh/{doc}: math not typeset: {math}"
+        images = page.eval_on_selector_all(
+            ".bd-article img",
+            "els => els.map(e => [e.getAttribute('src'), e.alt, e.complete && e.naturalWidth > 0])",
+        )
+        assert all(ok for _, _, ok in images), f"zh/{doc}: images that did not load"
+        if doc not in ENGLISH_ONLY:
+            english_alt = [(src, alt) for src, alt, _ in images if not CJK.search(alt)]
+            assert not english_alt, (
+                f"zh/{doc}: images without a Chinese alt text: {english_alt[:3]}"
+            )
+            diagrams = [src for src, _, _ in images if src.endswith(".svg")]
+            assert all(src.endswith(".zh_CN.svg") for src in diagrams), (
+                f"zh/{doc}: English diagrams on a Chinese page: {diagrams}"
+            )
+            prose = page.evaluate(
+                """() => [...document.querySelectorAll('.bd-article p, .bd-article li, .bd-article h1')]
+                    .filter(e => !e.closest('.cell_output, pre, table'))
+                    .map(e => e.innerText).join(' ')"""
+            )
+            assert len(CJK.findall(prose)) > 0.3 * len(
+                re.findall(r"[A-Za-z]", prose)
+            ), f"zh/{doc}: the text is mostly not Chinese"
+        captions = page.eval_on_selector_all(
+            ".bd-sidebar-primary p.caption", "els => els.map(e => e.innerText)"
+        )
+        assert captions and all(CJK.search(c) for c in captions), (
+            f"zh/{doc}: untranslated part captions in the navigation: {captions}"
+        )
+        assert "注意力" in page.title()
+        placeholder = page.eval_on_selector_all(
+            "input[name=q]", "els => els.map(e => e.placeholder)"
+        )
+        assert placeholder and all(CJK.search(p) for p in placeholder), placeholder
+        english = page.locator(".course-lang-switch a[hreflang=en]")
+        href = english.get_attribute("href")
+        status = page.evaluate("async (h) => (await fetch(h)).status", href)
+        assert status == 200 and href.endswith(f"{doc}.html"), (href, status)
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+def test_the_switch_keeps_the_section(browser, site_url):
+    doc = CHAPTERS[2]
+    anchor = section_ids(HTML / f"{doc}.html")[3]
+    context, page, problems = visit(browser, f"{site_url}/{doc}.html#{anchor}")
+    try:
+        page.click(".course-lang-switch a[hreflang=zh-CN]")
+        page.wait_for_load_state("networkidle")
+        assert page.url.endswith(f"/zh/{doc}.html#{anchor}"), page.url
+        assert page.locator(f"section#{anchor}").count() == 1
+        assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
+        page.click(".course-lang-switch a[hreflang=en]")
+        page.wait_for_load_state("networkidle")
+        assert page.url.endswith(f"/{doc}.html#{anchor}") and "/zh/" not in page.url
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize(
+    "word, doc",
+    [
+        ("注意力汇聚", "chapters/01_queries_keys_values"),
+        ("带宽", "chapters/02_nadaraya_watson"),
+        ("键值缓存", "chapters/08_grouped_query"),
+    ],
+)
+def test_chinese_search_finds_the_chapter(browser, site_url, word, doc):
+    context, page, problems = visit(
+        browser, f"{site_url}/zh/search.html?q={quote(word)}"
+    )
+    try:
+        page.wait_for_selector("#search-results ul li a", timeout=20_000)
+        hits = page.eval_on_selector_all(
+            "#search-results ul li a", "els => els.map(e => e.getAttribute('href'))"
+        )
+        assert any(doc in h for h in hits[:5]), (
+            f"search for {word} did not return {doc} among the first five: {json.dumps(hits[:10])}"
+        )
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
