@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 import matplotlib
+from matplotlib import cbook
 
 matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -118,6 +119,22 @@ def translate(s: str) -> str:
     return s
 
 
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters and punctuation
+
+
+def _cjk_families(s: str, family: str | None) -> list[str]:
+    """The font families of a label with Chinese in it.
+
+    Plain text falls back glyph by glyph along the family list, so a monospace label (a
+    shape, a code line) gets Noto Sans CJK after DejaVu Sans Mono. A label with math is
+    typeset by mathtext, which takes all its text outside ``$...$`` from the first family
+    alone: there Noto Sans CJK comes first (its Latin letters stand in for DejaVu Sans'
+    outside the math; the math keeps the DejaVu fontset)."""
+    if cbook.is_math_text(s):
+        return ["Noto Sans CJK SC", "DejaVu Sans"]
+    return [family or "DejaVu Sans", "Noto Sans CJK SC"]
+
+
 def colours(role: str) -> tuple[str, str]:
     """``(edge, fill)`` colours of a role (``query``, ``key``, ``value``, ``weight``,
     ...)."""
@@ -173,10 +190,13 @@ class Diagram:
         rotation=0,
         **kw,
     ):
+        s = translate(s)
+        if LABELS is not None and isinstance(s, str) and CJK.search(s):
+            family = _cjk_families(s, family)
         return self.ax.text(
             x,
             y,
-            translate(s),
+            s,
             fontsize=size,
             color=color,
             ha=ha,
