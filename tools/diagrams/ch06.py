@@ -9,6 +9,7 @@ The numbers in ``ch06_one_token`` are those of the chapter's 4-token example (se
 
 from __future__ import annotations
 
+from tools.diagrams import style
 from tools.diagrams.style import INK, SHAPE_SIZE, Diagram, colours
 
 # Section 6.1's example, token 1: scaled scores q_1 . k_j / sqrt(d_k) and weights
@@ -103,7 +104,9 @@ def draw_one_token(path):
     # column headers
     hy = ys[0] + 1.55
     d.text(kx + 1.5 * c, hy, r"keys $\mathbf{k}_j$", size=SHAPE_SIZE + 1)
-    d.text(sx + sw / 2, hy + 0.15, "scaled score", size=SHAPE_SIZE + 1)
+    # Chinese glyphs reach lower than "scaled score": lift the label clear of the root below
+    lift = 0.1 if style.LABELS is not None else 0.0
+    d.text(sx + sw / 2, hy + 0.15 + lift, "scaled score", size=SHAPE_SIZE + 1)
     d.text(
         sx + sw / 2,
         hy - 0.45,

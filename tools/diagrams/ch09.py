@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from matplotlib.patches import FancyBboxPatch
 
+from tools.diagrams import style
 from tools.diagrams.style import SHAPE_SIZE, Diagram, colours
 
 
@@ -45,11 +46,13 @@ def draw_tiny_decoder(path):
     d.arrow(tokens["bottom"], embed["top"])
     plus = d.op(cx, 28.9, "+")
     d.arrow(embed["bottom"], plus["top"])
+    # Chinese glyphs stand taller than Latin ones: 0.2 more height for them, same centre
+    grow = 0.2 if style.LABELS is not None else 0.0
     positions = d.box(
         left + bw + 1.0,
-        28.2,
+        28.2 - grow / 2,
         9.4,
-        1.4,
+        1.4 + grow,
         "sinusoidal positions (fixed)",
         role="neutral",
         shape="offset .. offset+n-1",

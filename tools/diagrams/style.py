@@ -504,7 +504,8 @@ class Diagram:
                 )
             )
             self.text(x + 0.65, y, name, ha="left", size=SHAPE_SIZE + 0.5)
-            x += 0.65 + 0.27 * len(name) + 0.8
+            shown = translate(name)  # a Chinese character is about twice as wide
+            x += 0.65 + 0.27 * (len(shown) + len(CJK.findall(shown))) + 0.8
         return x
 
     # -- output
