@@ -90,5 +90,10 @@ def test_every_diagram_is_used_by_a_chapter():
         for p in CHAPTERS
         for _, target in IMAGE.findall(markdown(p))
     }
-    unused = sorted(svg.name for svg in FIGURES.glob("*.svg") if svg.name not in used)
+    # NAME.zh_CN.svg is NAME.svg with Chinese labels: the Chinese edition shows it in its place
+    unused = sorted(
+        svg.name
+        for svg in FIGURES.glob("*.svg")
+        if re.sub(r"\.[a-z]{2}_[A-Z]{2}\.svg$", ".svg", svg.name) not in used
+    )
     assert not unused, f"diagrams no chapter shows: {unused}"

@@ -65,7 +65,7 @@ def test_chinese_page(browser, site_url, doc):
             )
             prose = page.evaluate(
                 """() => [...document.querySelectorAll('.bd-article p, .bd-article li, .bd-article h1')]
-                    .filter(e => !e.closest('.cell_output, pre, table'))
+                    .filter(e => !e.closest('.cell_output, pre, table, .citation'))
                     .map(e => e.innerText).join(' ')"""
             )
             assert len(CJK.findall(prose)) > 0.3 * len(

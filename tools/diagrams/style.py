@@ -119,7 +119,8 @@ def translate(s: str) -> str:
     return s
 
 
-CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")  # Chinese characters and punctuation
+# Chinese characters and full-width punctuation
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 
 
 def _cjk_families(s: str, family: str | None) -> list[str]:
