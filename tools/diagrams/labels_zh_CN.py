@@ -225,9 +225,9 @@ LABELS = {
     "done": "已完成",
     "next": "待计算",
     "only the current (b × b) tile of scores exists": "只存在当前这一个 (b × b) 分数块",
-    "running state of query block $Q_1$": "查询块 $Q_1$ 的累计状态",
-    "running maximum": "累计最大值",
-    "running sum": "累计和",
+    "running state of query block $Q_1$": "查询块 $Q_1$ 的运行状态",
+    "running maximum": "运行最大值",
+    "running sum": "运行和",
     "unnormalised output": "未归一化的输出",
     "for the tile $S_{12} = Q_1 K_2^\\top / \\sqrt{d}$:": "对分块 $S_{12} = Q_1 K_2^\\top / \\sqrt{d}$：",
     "after $K_3$:  $O_1 = acc\\, /\\, \\ell$,   lse $= m + \\log \\ell$": (
