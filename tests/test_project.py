@@ -81,7 +81,9 @@ def test_licence():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["license"] == "MIT", "an SPDX expression (PEP 639)"
     assert project["project"]["license-files"] == ["LICENSE"]
-    assert any(r.startswith("setuptools>=77") for r in project["build-system"]["requires"])
+    assert any(
+        r.startswith("setuptools>=77") for r in project["build-system"]["requires"]
+    )
     readme = (ROOT / "README.md").read_text()
     assert "CC BY-SA 4.0" in readme and "MIT" in readme
 
@@ -158,9 +160,9 @@ def test_public_api_is_documented():
         assert obj.__doc__ and len(obj.__doc__.strip()) > 20, (
             f"{name} needs a docstring"
         )
-        assert re.search(rf"^\.\. auto(function|class):: {name}$", api_page, re.MULTILINE), (
-            f"{name} is missing from book/api.md"
-        )
+        assert re.search(
+            rf"^\.\. auto(function|class):: {name}$", api_page, re.MULTILINE
+        ), f"{name} is missing from book/api.md"
 
 
 def test_every_other_mention_of_the_repository_matches_config():

@@ -69,7 +69,11 @@ def draw_masked_softmax(path):
             if pad:  # hatch the padding like every masked cell of the course
                 _hatch(d, tx + j * tw, ty + (2 - b) * th, tw, th)
         d.text(  # label each row with its example index
-            tx - 0.2, ty + (2 - b) * th + th / 2, f"b = {b}", ha="right", size=SHAPE_SIZE
+            tx - 0.2,
+            ty + (2 - b) * th + th / 2,
+            f"b = {b}",
+            ha="right",
+            size=SHAPE_SIZE,
         )
     grid_right = tx + 4 * tw
     mx, mc = 17.4, 0.85  # keep-mask grid

@@ -295,7 +295,9 @@ def draw_bahdanau(path):
     # feedback: s_i becomes the state (and the query) of the next step
     x_fb, y_fb, x_in = gru["right"][0] + 0.7, y_y + 1.2 + 0.9, s_prev["top"][0] + 1.2
     d.line(
-        [(x_fb, y_dec + h_dec / 2), (x_fb, y_fb), (x_in, y_fb)], role="query", dashed=True
+        [(x_fb, y_dec + h_dec / 2), (x_fb, y_fb), (x_in, y_fb)],
+        role="query",
+        dashed=True,
     )
     d.arrow((x_in, y_fb), (x_in, y_dec + h_dec), role="query", dashed=True)
     d.text(
