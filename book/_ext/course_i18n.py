@@ -5,6 +5,9 @@ a translated math block renders as ``\\[::\\]``. ``KeepMathOutOfCatalogs`` marks
 untranslatable, so the gettext builder does not extract them and the Chinese build shows
 the English source's formula.
 
+``SearchChinese`` makes Sphinx's Chinese search index (jieba) fast enough to build it on
+every `make book`.
+
 The part captions of ``_toc.yml`` ("Getting started", "Chapters", ...) are extracted into
 the root page's catalog, but sphinx-external-toc inserts its toctrees after Sphinx's
 ``Locale`` transform has run, so they are never translated. This transform translates
@@ -15,11 +18,26 @@ from __future__ import annotations
 
 from os import path
 
+import sphinx.search.zh
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
 from sphinx.util.i18n import docname_to_domain
+
+
+class _WordSet(set):
+    extend = set.update
+
+
+class SearchChinese(sphinx.search.zh.SearchChinese):
+    """Sphinx 7.4's Chinese search, with the Latin words seen so far in a set: Sphinx keeps
+    them in a list and looks every word it stems up in it, which took half of the Chinese
+    build's time (16 of 33 s). The index it writes is the same."""
+
+    def init(self, options) -> None:
+        super().init(options)
+        self.latin_terms = _WordSet()
 
 
 class KeepMathOutOfCatalogs(SphinxTransform):
@@ -53,6 +71,7 @@ class TranslateTocCaptions(SphinxTransform):
 
 
 def setup(app):
+    app.add_search_language(SearchChinese)
     app.add_transform(KeepMathOutOfCatalogs)
     app.add_transform(TranslateTocCaptions)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
