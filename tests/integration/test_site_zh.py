@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from test_site import PAGES, ROOT, visit
+from test_site import ARTIFACTS, PAGES, PHONE, ROOT, check_fits_a_phone, visit
 
 HTML = ROOT / "_build" / "html"
 ZH = HTML / "zh"
@@ -38,7 +38,9 @@ def test_both_editions_have_the_same_section_ids(doc):
 
 @pytest.mark.parametrize("doc", PAGES)
 def test_chinese_page(browser, site_url, doc):
-    context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html")
+    """Each Chinese page, on a phone (390 px: Chinese tables and the header's switch must
+    fit too; the English pages are checked at 1280 px, dark and 390 px by test_site_pages)."""
+    context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html", width=PHONE)
     try:
         assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
         math = page.evaluate(
@@ -72,7 +74,7 @@ def test_chinese_page(browser, site_url, doc):
                 re.findall(r"[A-Za-z]", prose)
             ), f"zh/{doc}: the text is mostly not Chinese"
         captions = page.eval_on_selector_all(
-            ".bd-sidebar-primary p.caption", "els => els.map(e => e.innerText)"
+            ".bd-sidebar-primary p.caption", "els => els.map(e => e.textContent.trim())"
         )
         assert captions and all(CJK.search(c) for c in captions), (
             f"zh/{doc}: untranslated part captions in the navigation: {captions}"
@@ -86,6 +88,11 @@ def test_chinese_page(browser, site_url, doc):
         href = english.get_attribute("href")
         status = page.evaluate("async (h) => (await fetch(h)).status", href)
         assert status == 200 and href.endswith(f"{doc}.html"), (href, status)
+        check_fits_a_phone(page, f"zh/{doc}")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(
+            path=str(ARTIFACTS / f"zh__{doc.replace('/', '__')}.{PHONE}.png")
+        )
         assert not problems, "\n".join(problems)
     finally:
         context.close()
@@ -101,9 +108,17 @@ def test_the_switch_keeps_the_section(browser, site_url):
         assert page.url.endswith(f"/zh/{doc}.html#{anchor}"), page.url
         assert page.locator(f"section#{anchor}").count() == 1
         assert page.evaluate("() => document.documentElement.lang") == "zh-CN"
-        page.click(".course-lang-switch a[hreflang=en]")
-        page.wait_for_load_state("networkidle")
-        assert page.url.endswith(f"/{doc}.html#{anchor}") and "/zh/" not in page.url
+        # And back: the link to the English page takes the anchor along (the click itself
+        # is cancelled after the page's own handler has run; that page was loaded above).
+        back = page.evaluate(
+            """() => {
+                const a = document.querySelector('.course-lang-switch a[hreflang=en]');
+                document.addEventListener('click', e => e.preventDefault(), {once: true});
+                a.click();
+                return a.href;
+            }"""
+        )
+        assert back == f"{site_url}/{doc}.html#{anchor}", back
         assert not problems, "\n".join(problems)
     finally:
         context.close()

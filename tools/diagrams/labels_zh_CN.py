@@ -77,13 +77,13 @@ LABELS = {
     "Masking acts on the scores, before the softmax": "掩蔽作用于 softmax 之前的分数",
     "padded batch (B, K) = (3, 4)": "填充后的批量 (B, K) = (3, 4)",
     "keep-mask": "保留掩码",
-    "T = keep\nhatched = masked": "T = 保留\n斜线 = 掩蔽",
+    "T = keep\nhatched = masked": "T = 保留\n斜线 = 被掩蔽",
     'example b = 2, "Hello world":\nQ = 4 queries × K = 4 keys': "示例 b = 2，“Hello world”：\nQ = 4 个查询 × K = 4 个键",
     "words": "单词",
     "fill": "填入 min",  # the masked_fill step: the masked scores become min
     "masked": "被掩蔽处",
     "over K": "沿 K 维",
-    "min = most negative float": "min = 最小的浮点数",
+    "min = most negative float": "min = 最负的浮点数",  # chapter 3's words (chapter 5: 最小的浮点数)
     "padding: exactly 0": "填充列：恰好为 0",
     "each row sums to 1": "每行之和为 1",
     "mask of b = 2,\nbroadcast over Q": "b = 2 的掩码，\n沿 Q 广播",
@@ -125,7 +125,7 @@ LABELS = {
     r"MatMul: $\mathbf{Q}\,\mathbf{K}^\top$": r"MatMul：$\mathbf{Q}\,\mathbf{K}^\top$",
     r"scale: $\times\; 1/\sqrt{d}$  ($d = D$)": r"缩放：$\times\; 1/\sqrt{d}$（$d = D$）",
     "mask (optional)": "掩码（可选）",
-    "masked scores → finfo.min (lowest float)": "被掩蔽的分数 → finfo.min（最小浮点数）",
+    "masked scores → finfo.min (lowest float)": "被掩蔽的分数 → finfo.min（最小的浮点数）",
     "fully masked row → weights 0": "全掩蔽行 → 权重为 0",
     "scaled scores": "缩放后的分数",
     r"MatMul: weights $\cdot\, \mathbf{V}$": r"MatMul：权重 $\cdot\, \mathbf{V}$",
@@ -135,7 +135,7 @@ LABELS = {
     r"the same $W^Q, W^K, W^V$ for every token:  row $i$ of $Q$ is $\mathbf{q}_i = \mathbf{x}_i W^Q$": (
         r"每个词元都用同一组 $W^Q, W^K, W^V$：$Q$ 的第 $i$ 行是 $\mathbf{q}_i = \mathbf{x}_i W^Q$"
     ),
-    "Token 1 against all four tokens": "词元 1 与全部四个词元",
+    "Token 1 against all four tokens": "词元 1 对全部四个词元",
     r"keys $\mathbf{k}_j$": r"键 $\mathbf{k}_j$",
     "scaled score": "缩放后的分数",
     r"weight $\alpha_{1j}$": r"权重 $\alpha_{1j}$",
@@ -154,10 +154,10 @@ LABELS = {
     "to keys 0, 1, 2 only": "只关注键 0、1、2",
     "or is_causal=True": "或 is_causal=True",
     "T = kept (j ≤ i)": "T = 保留（j ≤ i）",
-    "masked (j > i)": "掩蔽（j > i）",
+    "masked (j > i)": "被掩蔽（j > i）",
     # -- chapter 7: one multi-head attention forward pass
-    "Multi-head attention: split, attend in each head, merge": "多头注意力：拆分，各头分别计算注意力，合并",
-    r"attention in each head $h$, on its own (scale $1/\sqrt{d}$):": r"每个头 $h$ 中各自计算注意力（缩放因子 $1/\sqrt{d}$）：",
+    "Multi-head attention: split, attend in each head, merge": "多头注意力：拆分，各头分别计算注意力，再合并",
+    r"attention in each head $h$, on its own (scale $1/\sqrt{d}$):": r"每个头 $h$ 独立计算注意力（缩放因子 $1/\sqrt{d}$）：",
     "head 0": "头 0",
     "head 1": "头 1",
     "head H−1": "头 H−1",
@@ -180,10 +180,11 @@ LABELS = {
     r"new token $x_T$": r"新词元 $x_T$",
     "key cache": "键缓存",
     "value cache": "值缓存",
-    "T cached": "T 个",
+    "T cached": "T 列",  # the T cached tokens are the grid's columns (no room for 已缓存)
     "append": "追加",
-    "scores with": "打分对象：",
-    "all T + 1 keys": "全部 T + 1 个键",
+    # two lines under the query: "对全部 T + 1 个键" / "打分" (the Chinese order of "scores with" / "all T + 1 keys")
+    "scores with": "对全部 T + 1 个键",
+    "all T + 1 keys": "打分",
     "weights, one per key": "权重，每个键一个",
     "weighted sum": "加权和",
     "output of the head": "该头的输出",
@@ -224,11 +225,11 @@ LABELS = {
     "Tiled attention: one query block walks through the key blocks": "分块注意力：一个查询块依次遍历各个键块",
     "done": "已完成",
     "next": "待计算",
-    "only the current (b × b) tile of scores exists": "只存在当前这一个 (b × b) 分数块",
+    "only the current (b × b) tile of scores exists": "只存在当前这一个 (b × b) 分数分块",
     "running state of query block $Q_1$": "查询块 $Q_1$ 的运行状态",
     "running maximum": "运行最大值",
     "running sum": "运行和",
-    "unnormalised output": "未归一化的输出",
+    "unnormalised output": "未归一化输出",
     "for the tile $S_{12} = Q_1 K_2^\\top / \\sqrt{d}$:": "对分块 $S_{12} = Q_1 K_2^\\top / \\sqrt{d}$：",
     "after $K_3$:  $O_1 = acc\\, /\\, \\ell$,   lse $= m + \\log \\ell$": (
         "处理完 $K_3$ 后：$O_1 = acc\\, /\\, \\ell$，lse $= m + \\log \\ell$"
@@ -236,23 +237,24 @@ LABELS = {
     "Causal attention: the tiles above the diagonal are never computed": "因果注意力：对角线上方的分块从不计算",
     "key blocks →": "键块 →",
     "query blocks →": "查询块 →",
-    "skipped: every key after every query": "跳过：块内所有键都在所有查询之后",
-    "computed with the mask inside the tile": "计算，块内使用掩码",
+    "skipped: every key after every query": "跳过：分块内所有键都在所有查询之后",
+    "computed with the mask inside the tile": "计算，分块内使用掩码",
     "computed, no mask needed": "计算，无需掩码",
     "28 tiles": "28 个分块",
     "8 tiles": "8 个分块",
     r"computed: 8 + 28 = 36 of 64 tiles = $n_b(n_b + 1)\,/\,2$": r"计算：64 个分块中的 8 + 28 = 36 个 = $n_b(n_b + 1)\,/\,2$",
     r"a fraction $(n_b + 1)\,/\,2n_b$ ($n_b$ = 8 blocks), which tends to one half": (
-        r"占比 $(n_b + 1)\,/\,2n_b$（$n_b$ = 8 块），趋于一半"
+        r"所占比例 $(n_b + 1)\,/\,2n_b$（$n_b$ = 8 个块），趋近于一半"
     ),
-    "Split-K decoding: attend to chunks of the cache in parallel, then merge": "分块 K 解码（Split-K）：并行处理缓存的各块，再合并",
+    # the chunks of the cache are 段, as in the chapter (块 is a query/key block there)
+    "Split-K decoding: attend to chunks of the cache in parallel, then merge": "分块 K 解码（Split-K）：对缓存的各段并行计算注意力，再合并",
     "new query q": "新查询 q",
-    "keys, values 0": "键、值 0",
-    "keys, values 1": "键、值 1",
-    "keys, values 2": "键、值 2",
-    "keys, values 3": "键、值 3",
+    "keys, values 0": "第 0 段的键和值",
+    "keys, values 1": "第 1 段的键和值",
+    "keys, values 2": "第 2 段的键和值",
+    "keys, values 3": "第 3 段的键和值",
     "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c):  exact": "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c)：结果精确",
-    "the cache of T tokens, split into 4 chunks (each attended independently)": "T 个词元的缓存，分成 4 块（各块独立计算注意力）",
+    "the cache of T tokens, split into 4 chunks (each attended independently)": "T 个词元的缓存，分成 4 段（各段独立计算注意力）",
 }
 
 KEEP = [
