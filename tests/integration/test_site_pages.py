@@ -12,6 +12,7 @@ from test_site import (  # noqa: F401
     ROOT,
     check_accessibility,
     check_fits_a_phone,
+    check_page_weight,
     visit,
 )
 
@@ -125,9 +126,12 @@ def test_page(browser, site_url, doc):
             assert not problems, f"{doc} (dark): " + "\n".join(problems)
         finally:
             context.close()
-    context, page, problems = visit(browser, url, width=PHONE)
+    loaded = []
+    context, page, problems = visit(browser, url, width=PHONE, loaded=loaded)
     try:
         check_fits_a_phone(page, doc)
+        if doc.startswith("chapters/"):
+            check_page_weight(page, doc, loaded)
         page.screenshot(path=str(ARTIFACTS / f"{name}.light.{PHONE}.png"))
         assert not problems, f"{doc} ({PHONE} px): " + "\n".join(problems)
     finally:
