@@ -48,15 +48,14 @@ class Images(HTMLParser):
 
 
 def render_alone(path: Path, tmp: Path) -> str:
+    """What ``jupyter nbconvert --to html`` writes for the notebook copied alone into
+    ``tmp`` (its HTMLExporter, in this process: one import of nbconvert for all chapters)."""
+    from nbconvert import HTMLExporter
+
     lone = tmp / path.name
     shutil.copy(path, lone)
-    subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(lone)],
-        check=True,
-        capture_output=True,
-        cwd=tmp,
-    )
-    return lone.with_suffix(".html").read_text(encoding="utf-8")
+    html, _ = HTMLExporter().from_filename(str(lone))
+    return html
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

@@ -48,6 +48,23 @@ class KeepMathOutOfCatalogs(SphinxTransform):
             block["translatable"] = False
 
 
+class TranslateCellPrompts(SphinxTransform):
+    """The labels of collapsed cells ("Show solution") come from the notebooks' cell
+    metadata (``mystnb: code_prompt_show``), which gettext does not extract: the
+    ``course_cell_prompts`` table of the edition's config translates them."""
+
+    default_priority = 101
+
+    def apply(self, **kwargs) -> None:
+        table = self.config.course_cell_prompts
+        if not table:
+            return
+        for node in self.document.findall(nodes.Element):
+            for key in ("prompt_show", "prompt_hide"):
+                if node.get(key) in table:
+                    node[key] = table[node[key]]
+
+
 class TranslateTocCaptions(SphinxTransform):
     default_priority = 101  # after sphinx_external_toc's InsertToctrees (100)
 
@@ -74,4 +91,6 @@ def setup(app):
     app.add_search_language(SearchChinese)
     app.add_transform(KeepMathOutOfCatalogs)
     app.add_transform(TranslateTocCaptions)
+    app.add_config_value("course_cell_prompts", {}, "env", types=[dict])
+    app.add_transform(TranslateCellPrompts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -73,6 +73,11 @@ def test_chinese_page(browser, site_url, doc):
             assert len(CJK.findall(prose)) > 0.3 * len(
                 re.findall(r"[A-Za-z]", prose)
             ), f"zh/{doc}: the text is mostly not Chinese"
+            # collapsed solutions: their label comes from cell metadata (course_cell_prompts)
+            summaries = page.eval_on_selector_all(
+                "summary .admonition-title", "els => els.map(e => e.textContent.trim())"
+            )
+            assert not [t for t in summaries if not CJK.search(t)], summaries[:3]
         captions = page.eval_on_selector_all(
             ".bd-sidebar-primary p.caption", "els => els.map(e => e.textContent.trim())"
         )
