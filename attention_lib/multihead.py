@@ -27,7 +27,7 @@ from torch import nn
 from ._checks import check_dropout, check_last_dim, check_qkv, check_rank, check_size
 from .cache import KVCache
 from .masking import _broadcast_mask, _check_valid_lens
-from .scoring import dot_product_attention, fused_attention
+from .scoring import dot_product_attention, fused_attention, one_query_shared_heads
 
 __all__ = [
     "split_heads",
@@ -153,8 +153,9 @@ class GroupedQueryAttention(nn.Module):
       All three combine by logical and; ``K`` counts the cached positions too.
     * ``kv_cache``: a :class:`~attention_lib.KVCache`. This call's projected keys and
       values ``(B, Hkv, K, d)`` are appended to it and the queries attend over
-      everything cached (on the fused path with ``enable_gqa``: the ``Hkv`` heads are
-      never repeated).
+      everything cached (on the fused path the ``Hkv`` heads are never repeated:
+      ``enable_gqa``, and for one new query each group's query heads as rows of one
+      query matrix, so each cached head is read once).
     * ``need_weights=True`` keeps the weights ``(B, H, Q, K)`` (detached) in
       ``.attention_weights``.
 
@@ -286,11 +287,11 @@ class GroupedQueryAttention(nn.Module):
         if need_weights or valid_lens is not None or mask is not None:
             return self._heads(q, k, v, valid_lens, mask, need_weights, is_causal)
         p = self.dropout.p if self.training else 0.0
-        if num_queries == 1:
-            # one query attends to every cached key, causal or not
-            out = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=p, enable_gqa=Hkv != H
-            )  # (B, H, 1, d)
+        if num_queries == 1:  # one query attends to every cached key, causal or not
+            if Hkv != H:  # each key/value head read once, as fused_attention does
+                out = one_query_shared_heads(q, k, v, dropout_p=p)  # (B, H, 1, d)
+            else:
+                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
         else:
             out = fused_attention(
                 q,

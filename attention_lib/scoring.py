@@ -204,11 +204,29 @@ def fused_attention(
         if keep is not None:
             # (B|1, 1, Q|1, K)
             keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[:, None]
+    if keep is None and num_queries == 1 and enable_gqa and q.shape[-3] != k.shape[-3]:
+        # a decode step with shared key/value heads: each head read once
+        return one_query_shared_heads(q, k, v, dropout_p=dropout_p, scale=scale)
     out = sdpa(q, k, v, attn_mask=keep, is_causal=sdpa_causal)  # (B, ..., Q, Dv)
     if keep is not None:
         any_key = keep.any(dim=-1, keepdim=True)  # (B|1, ..., Q|1, 1)
         out = out.masked_fill(~any_key, 0.0)
     return out[:, 0] if no_heads else out
+
+
+def one_query_shared_heads(q, k, v, **sdpa_kwargs) -> torch.Tensor:
+    """One query per head, ``q (B, H, 1, d)``, over shared key/value heads ``k, v (B,
+    Hkv, K, d)`` (a decode step of grouped-query attention). The ``g = H / Hkv`` query
+    heads of a group are ``g`` rows of one query matrix ``(B, Hkv, g, d)``, so each
+    key/value head is read once: SDPA's ``enable_gqa`` reads it once per query head on
+    a CPU, and gains from sharing only while the head stays in cache. Query head ``h``
+    uses key/value head ``h // g``, as :func:`repeat_kv` does."""
+    B, H, _, d = q.shape
+    Hkv = k.shape[-3]
+    out = F.scaled_dot_product_attention(
+        q.reshape(B, Hkv, H // Hkv, d), k, v, **sdpa_kwargs
+    )  # (B, Hkv, g, Dv)
+    return out.reshape(B, H, 1, out.shape[-1])
 
 
 def _causal_with_lengths(q, k, v, valid_lens, sdpa) -> torch.Tensor:
