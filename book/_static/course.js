@@ -43,6 +43,17 @@
     img.style.width = Math.round(natural * MIN_SCALE[kind]) + "px";
   }
 
+  // The few words this script writes, in the page's language (the Chinese edition: lang="zh-CN").
+  var WORDS = {
+    en: { diagram: "Diagram (scrolls sideways)", plot: "Plot (scrolls sideways)",
+          wider: "\u2194 Wider than the screen: scroll sideways, or ", "full size": "open it full size", end: "." },
+    zh: { diagram: "图（可横向滚动）", plot: "绘图（可横向滚动）",
+          wider: "\u2194 图比屏幕宽：可横向滚动，或", "full size": "打开原尺寸图", end: "。" },
+  };
+  function say(key) {
+    return WORDS[document.documentElement.lang.slice(0, 2) === "zh" ? "zh" : "en"][key];
+  }
+
   function makeWrap(img, kind) {
     var wrap = document.createElement("div");
     wrap.className = "course-wide";
@@ -50,15 +61,15 @@
     strip.className = "course-wide-strip";
     strip.tabIndex = 0; // keyboard users can scroll it too
     strip.setAttribute("role", "region");
-    strip.setAttribute("aria-label", (kind === "diagram" ? "Diagram" : "Plot") + " (scrolls sideways)");
+    strip.setAttribute("aria-label", say(kind === "diagram" ? "diagram" : "plot"));
     var hint = document.createElement("p");
     hint.className = "course-wide-hint";
     var link = document.createElement("a");
     link.href = img.currentSrc || img.src;
-    link.textContent = "open it full size";
+    link.textContent = say("full size");
     link.target = "_blank";
     link.rel = "noopener";
-    hint.append("\u2194 Wider than the screen: scroll sideways, or ", link, ".");
+    hint.append(say("wider"), link, say("end"));
     img.parentNode.insertBefore(wrap, img);
     strip.appendChild(img);
     wrap.append(strip, hint);

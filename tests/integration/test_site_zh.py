@@ -78,6 +78,11 @@ def test_chinese_page(browser, site_url, doc):
                 "summary .admonition-title", "els => els.map(e => e.textContent.trim())"
             )
             assert not [t for t in summaries if not CJK.search(t)], summaries[:3]
+        # what course.js writes (a wide figure's hint) is in the page's language too
+        hints = page.eval_on_selector_all(
+            ".course-wide-hint", "els => els.map(e => e.textContent)"
+        )
+        assert not [h for h in hints if not CJK.search(h)], hints[:2]
         captions = page.eval_on_selector_all(
             ".bd-sidebar-primary p.caption", "els => els.map(e => e.textContent.trim())"
         )
