@@ -288,10 +288,7 @@ class GroupedQueryAttention(nn.Module):
             return self._heads(q, k, v, valid_lens, mask, need_weights, is_causal)
         p = self.dropout.p if self.training else 0.0
         if num_queries == 1:  # one query attends to every cached key, causal or not
-            if Hkv != H:  # each key/value head read once, as fused_attention does
-                out = one_query_shared_heads(q, k, v, dropout_p=p)  # (B, H, 1, d)
-            else:
-                out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+            out = one_query_shared_heads(q, k, v, dropout_p=p)  # (B, H, 1, d)
         else:
             out = fused_attention(
                 q,

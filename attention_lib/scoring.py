@@ -204,7 +204,7 @@ def fused_attention(
         if keep is not None:
             # (B|1, 1, Q|1, K)
             keep = keep.reshape((1,) * (3 - keep.dim()) + keep.shape)[:, None]
-    if keep is None and num_queries == 1 and enable_gqa and q.shape[-3] != k.shape[-3]:
+    if keep is None and num_queries == 1 and enable_gqa and q.dim() == 4:
         # a decode step with shared key/value heads: each head read once
         return one_query_shared_heads(q, k, v, dropout_p=dropout_p, scale=scale)
     out = sdpa(q, k, v, attn_mask=keep, is_causal=sdpa_causal)  # (B, ..., Q, Dv)

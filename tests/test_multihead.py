@@ -4,6 +4,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import attention_lib as al
+from attention_lib.scoring import fused_attention
 import notes_listings as notes
 
 
@@ -302,3 +303,38 @@ def test_fused_path_uses_the_flash_kernel_without_copying_kv(num_kv_heads):
     torch.testing.assert_close(
         fused, m(x, x, x, torch.tensor([3, 5]), al.causal_mask(5)), atol=1e-5, rtol=1e-5
     )
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 4, 8])
+def test_a_decode_step_stacks_each_groups_query_heads(num_kv_heads, monkeypatch):
+    """One new query over shared key/value heads: SDPA sees one query matrix of g rows
+    per key/value head (each cached head read once), on the library's fused path and on
+    the cached decode path, with the result of repeating the heads (float64)."""
+    H, g, d = 8, 8 // num_kv_heads, 16
+    torch.manual_seed(0)
+    q = torch.randn(2, H, 1, d, dtype=torch.float64)
+    k = torch.randn(2, num_kv_heads, 9, d, dtype=torch.float64)
+    v = torch.randn(2, num_kv_heads, 9, 5, dtype=torch.float64)
+    want, _ = al.dot_product_attention(q, al.repeat_kv(k, g), al.repeat_kv(v, g))
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        F,
+        "scaled_dot_product_attention",
+        lambda q_, *a, **kw: calls.append(tuple(q_.shape)) or sdpa(q_, *a, **kw),
+    )
+    got = fused_attention(q, k, v, None, None, enable_gqa=num_kv_heads != H)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert calls == [(2, num_kv_heads, g, d)]
+
+    layer = al.GroupedQueryAttention(32, H, num_kv_heads).double().eval()
+    x = torch.randn(2, 4, 32, dtype=torch.float64)
+    with torch.no_grad():
+        cache = al.KVCache()
+        layer(x[:, :3], x[:, :3], x[:, :3], is_causal=True, kv_cache=cache)
+        calls.clear()
+        x1 = x[:, 3:]
+        step = layer(x1, x1, x1, kv_cache=cache, need_weights=False)
+        assert calls == [(2, num_kv_heads, g, 4)]  # d = 32 / 8
+        full = layer(x, x, x, is_causal=True, need_weights=False)
+    torch.testing.assert_close(step, full[:, 3:], rtol=1e-12, atol=1e-12)

@@ -1,11 +1,11 @@
 """Build the website's editions from the one English source.
 
-    python tools/build_book.py en        English site          -> _build/html
     python tools/build_book.py gettext   message catalogs      -> _build/gettext/*.pot
     python tools/build_book.py zh        Chinese site          -> _build/zh/html, copied to _build/html/zh
     python tools/build_book.py update-po catalogs updated      -> locales/zh_CN/LC_MESSAGES/*.po
 
-Every build goes through Jupyter Book 1.x's own `build_sphinx` with `_config.yml` and `_toc.yml`,
+The English site is `jupyter-book build .` (make book). These builds go through Jupyter Book
+1.x's own `build_sphinx` with the same `_config.yml` and `_toc.yml`,
 plus, for Chinese, the overrides in `locales/zh_CN/config.yml` (language, title, search).
 Each build has its own doctree folder: gettext and html must not share one (a doctree read for
 one builder is not re-read for the other), and myst-nb writes `<outdir>/../jupyter_execute`,
@@ -15,6 +15,7 @@ so the Chinese site is built in its own folder and copied into `_build/html/zh`.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -103,20 +104,14 @@ def glossary_chinese() -> list[str]:
     """The Chinese terms of book/glossary.md (split at / and ，, parentheticals dropped) that are
     Chinese words only: jieba splits at spaces and Latin letters anyway."""
     sys.path.insert(0, str(ROOT / "tools"))
-    from check_translations import glossary_terms
-
-    import re
+    from check_translations import CJK, glossary_terms
 
     terms = {zh for _, zh in glossary_terms()}
-    return sorted(
-        t for t in terms if len(t) > 1 and re.fullmatch(r"[\u3400-\u9fff]+", t)
-    )
+    return sorted(t for t in terms if len(t) > 1 and re.fullmatch(f"[{CJK}]+", t))
 
 
 def main(argv: list[str]) -> int:
-    what = argv[1] if len(argv) > 1 else "en"
-    if what == "en":
-        return build("html", BUILD / "html", BUILD / ".doctrees")
+    what = argv[1] if len(argv) > 1 else ""
     if what == "gettext":
         shutil.rmtree(BUILD / "gettext", ignore_errors=True)
         # A fixed POT-Creation-Date, so that updating the catalogs does not rewrite every header.
@@ -139,7 +134,7 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(BUILD / "html" / "zh", ignore_errors=True)
             shutil.copytree(out, BUILD / "html" / "zh")
         return code
-    raise SystemExit(f"unknown edition {what!r}: expected en, gettext, zh or update-po")
+    raise SystemExit(f"unknown step {what!r}: expected gettext, zh or update-po")
 
 
 if __name__ == "__main__":
