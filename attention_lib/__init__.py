@@ -38,6 +38,14 @@ from .multihead import (
 )
 from .plotting import heatmap, plot, sharp_figures, sharp_png, show_heatmaps, subplots
 from .profiling import TensorRecorder, peak_memory_bytes, time_ms
+from .rotary import (
+    RotaryEmbedding,
+    apply_rope,
+    rope_cos_sin,
+    rope_frequencies,
+    rope_layout_permutation,
+    yarn_mscale,
+)
 from .scoring import (
     AdditiveAttention,
     DotProductAttention,
@@ -99,4 +107,11 @@ __all__ = [
     # attention by tiles (chapter 10)
     "tiled_attention",
     "merge_attention",
+    # rotary positions (chapter 11)
+    "rope_frequencies",
+    "rope_cos_sin",
+    "apply_rope",
+    "rope_layout_permutation",
+    "yarn_mscale",
+    "RotaryEmbedding",
 ]
