@@ -2,7 +2,7 @@
 read.
 
 * :func:`tiled_attention` -- the output of :func:`~attention_lib.dot_product_attention`
-  without ever holding more than one ``(B, ..., block, block)`` tile of scores: query
+  without ever holding the ``(Q, K)`` scores, only ``(B, ..., block, block)`` tiles: query
   blocks outside, key blocks inside (FlashAttention-2's order), and for each query a
   running maximum ``m``, a running sum ``l`` and a running, unnormalised output ``acc``
   that every new key block rescales.
@@ -11,7 +11,8 @@ read.
   attention).
 
 This is plain PyTorch, a loop a learner can follow, not a fast kernel: a GPU kernel does
-the same arithmetic with each tile in on-chip memory (chapter 10).
+the same arithmetic with each tile in on-chip memory (chapter 10), and like it the
+running state is float32 for float16/bfloat16 inputs.
 
 Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``D`` query/key width,
 ``Dv`` value width; any number of extra dimensions (for example heads ``H``) may sit
@@ -115,8 +116,9 @@ def tiled_attention(
 
     The same result as :func:`~attention_lib.dot_product_attention` (the same shapes,
     masks, bottom-right ``is_causal`` and zero output for a query whose every key is
-    masked), without the weights and without dropout. It never holds more than one
-    ``(B, ..., block, block)`` tile of scores. For each block of queries it walks
+    masked), without the weights and without dropout. It never holds a ``(Q, K)``
+    matrix of scores, only a handful of ``(B, ..., block, block)`` tiles at a time (the
+    scores, the shifted scores and their exponentials). For each block of queries it walks
     through the blocks of keys keeping, per query::
 
         m   running maximum of the scores seen so far         (B, ..., bq)
@@ -128,6 +130,11 @@ def tiled_attention(
     ``lse = m + log(l)``. With ``is_causal`` the key blocks entirely above the diagonal
     are skipped, not computed. Autograd works through the loop (it then stores every
     tile; chapter 10 shows the backward pass that recomputes them from ``lse`` instead).
+
+    For float16 and bfloat16 inputs, the scores and the running state ``m``, ``l``,
+    ``acc`` are float32 (FlashAttention's kernels keep them in float32 registers; only
+    the output is rounded to the input dtype), so the error does not grow with ``K``
+    and ``l`` cannot overflow.
 
     Args:
         queries: ``(B, ..., Q, D)``.
@@ -146,7 +153,9 @@ def tiled_attention(
     Returns:
         ``output (B, ..., Q, Dv)``; with ``return_lse=True``, ``(output, lse)`` where
         ``lse (B, ..., Q)`` is the log-sum-exp of each query's scaled, masked scores
-        (``-inf`` for a query whose every key is masked).
+        (``-inf`` for a query whose every key is masked). The output has the inputs'
+        dtype; ``lse`` is float32 for float16/bfloat16 inputs (as FlashAttention's
+        ``softmax_lse``), else the inputs' dtype.
     """
     check_qkv(queries, keys, values, same_width=True)
     _check_floating(queries, keys, values)
@@ -174,11 +183,16 @@ def tiled_attention(
         device=queries.device,
     )
 
+    # The running state (m, l, acc) and the scores are kept in float32 even for float16
+    # or bfloat16 inputs, as FlashAttention's kernels keep them in float32 registers:
+    # in 16 bits, l overflows (float16's largest value is 65504) and acc loses a few
+    # digits at every rescaling. The output is rounded to the input dtype at the end.
+    state = torch.promote_types(queries.dtype, torch.float32)  # float32 or float64
     output = queries.new_empty(queries.shape[:-1] + values.shape[-1:])  # (B, .., Q, Dv)
-    lse = queries.new_empty(queries.shape[:-1])  # (B, ..., Q)
+    lse = queries.new_empty(queries.shape[:-1], dtype=state)  # (B, ..., Q)
     for q0 in range(0, num_queries, block_size):
         q1 = min(q0 + block_size, num_queries)
-        q = queries[..., q0:q1, :]  # (B, ..., bq, D)
+        q = queries[..., q0:q1, :].to(state)  # (B, ..., bq, D)
         m = q.new_full(q.shape[:-1], -math.inf)  # (B, ..., bq) running maximum
         l = q.new_zeros(q.shape[:-1])  # (B, ..., bq) running sum  # noqa: E741
         acc = q.new_zeros(q.shape[:-1] + values.shape[-1:])  # (B, ..., bq, Dv)
@@ -187,7 +201,9 @@ def tiled_attention(
         key_end = min(num_keys, q1 + num_keys - num_queries) if is_causal else num_keys
         for k0 in range(0, key_end, block_size):
             k1 = min(k0 + block_size, num_keys)
-            s = q @ keys[..., k0:k1, :].transpose(-2, -1) * scale  # (B, ..., bq, bk)
+            k = keys[..., k0:k1, :].to(state)  # (B, ..., bk, D)
+            v = values[..., k0:k1, :].to(state)  # (B, ..., bk, Dv)
+            s = q @ k.transpose(-2, -1) * scale  # (B, ..., bq, bk)
             keep = _tile_keep(q0, q1, k0, k1, **tile_keep)
             if keep is not None:
                 s = s.masked_fill(~keep, -math.inf)  # masked scores add exp(-inf) = 0
@@ -199,12 +215,11 @@ def tiled_attention(
             # exp(m_old - m_new): 1 if the maximum stayed, 0 for the first tile
             rescale = torch.exp(m - shift)  # (B, ..., bq)
             l = l * rescale + p.sum(dim=-1)  # noqa: E741
-            pv = p @ values[..., k0:k1, :]  # (B, ..., bq, Dv)
-            acc = acc * rescale[..., None] + pv  # (B, ..., bq, Dv)
+            acc = acc * rescale[..., None] + p @ v  # (B, ..., bq, Dv)
             m = m_new
         seen = l > 0  # (B, ..., bq): False for a query whose every key is masked
         l_safe = torch.where(seen, l, 1.0)
-        # each block's rows are written once, into the output
+        # each block's rows are written once, into the output, in the input dtype
         output[..., q0:q1, :] = acc / l_safe[..., None]  # 0 where nothing was seen
         lse[..., q0:q1] = torch.where(seen, m + torch.log(l_safe), -math.inf)
     if not return_lse:
@@ -235,7 +250,8 @@ def merge_attention(outputs, lses) -> tuple[torch.Tensor, torch.Tensor]:
         lses: a list or tuple of as many ``(B, ..., Q)`` tensors.
 
     Returns:
-        ``(output (B, ..., Q, Dv), lse (B, ..., Q))``.
+        ``(output (B, ..., Q, Dv), lse (B, ..., Q))``: the output in the dtype of
+        ``outputs``, ``lse`` (and the arithmetic) in float32 at least.
     """
     if not isinstance(outputs, (list, tuple)) or not isinstance(lses, (list, tuple)):
         raise ValueError(
@@ -269,8 +285,12 @@ def merge_attention(outputs, lses) -> tuple[torch.Tensor, torch.Tensor]:
                 f"lses[{c}]: expected shape {tuple(out.shape[:-1])} (outputs[{c}] "
                 f"without its last dimension), got {tuple(lse.shape)}"
             )
-    stacked_lse = torch.stack(list(lses))  # (C, B, ..., Q)
-    stacked_out = torch.stack(list(outputs))  # (C, B, ..., Q, Dv)
+    # float32 at least, as in tiled_attention (16-bit outputs come with float32 lses)
+    state = torch.promote_types(
+        torch.promote_types(first.dtype, lses[0].dtype), torch.float32
+    )
+    stacked_lse = torch.stack([lse.to(state) for lse in lses])  # (C, B, ..., Q)
+    stacked_out = torch.stack([out.to(state) for out in outputs])  # (C, B, ..., Q, Dv)
     top = stacked_lse.detach().amax(dim=0)  # (B, ..., Q), a shift that cancels
     shift = torch.where(torch.isfinite(top), top, 0.0)
     share = torch.exp(stacked_lse - shift)  # (C, B, ..., Q), 0 for a chunk with no key
@@ -281,4 +301,4 @@ def merge_attention(outputs, lses) -> tuple[torch.Tensor, torch.Tensor]:
         ..., None
     ]  # (B, ..., Q, Dv)
     lse = torch.where(seen, shift + torch.log(total_safe), -math.inf)  # (B, ..., Q)
-    return output, lse
+    return output.to(first.dtype), lse

@@ -158,6 +158,62 @@ def test_lower_precision_matches_sdpa(dtype):
     torch.testing.assert_close(out, ref.to(dtype), **TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_error_does_not_grow_with_the_number_of_keys(dtype):
+    # The running state is float32 (as in FlashAttention's kernels): at K = 16384 the
+    # error against float64 is SDPA's own (kept in 16 bits, it was 20x SDPA's in
+    # bfloat16).
+    g = torch.Generator().manual_seed(0)
+    Q, K, D = 16, 16384, 64
+    q = torch.randn(1, Q, D, generator=g, dtype=torch.float64)
+    k = torch.randn(1, K, D, generator=g, dtype=torch.float64)
+    v = torch.randn(1, K, D, generator=g, dtype=torch.float64) + 1  # values N(1, 1)
+    exact = F.scaled_dot_product_attention(q, k, v)  # float64
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    out, lse = al.tiled_attention(q, k, v, block_size=256, return_lse=True)
+    assert out.dtype == dtype and lse.dtype == torch.float32
+    sdpa = F.scaled_dot_product_attention(q, k, v)
+    err = (out.double() - exact).abs().max().item()
+    err_sdpa = (sdpa.double() - exact).abs().max().item()
+    assert err <= 1.5 * err_sdpa + 1e-4, (err, err_sdpa)
+    torch.testing.assert_close(
+        lse.double(), oracle_lse(q.double(), k.double(), torch.ones(1, Q, K, dtype=bool)),
+        atol=1e-3, rtol=1e-4,
+    )  # fmt: skip
+
+
+def test_float16_running_sum_does_not_overflow():
+    # 70,000 equal scores: the running sum reaches 70,000 > 65504, float16's largest
+    # value; kept in float16 it became inf, and the output inf / inf = NaN.
+    K = 70_000
+    q = torch.zeros(1, 2, 8, dtype=torch.float16)
+    k = torch.zeros(1, K, 8, dtype=torch.float16)
+    v = torch.ones(1, K, 4, dtype=torch.float16)
+    out, lse = al.tiled_attention(q, k, v, block_size=4096, return_lse=True)
+    assert out.dtype == torch.float16 and torch.equal(out, torch.ones_like(out))
+    torch.testing.assert_close(lse, torch.full((1, 2), math.log(K)))
+
+
+def test_merge_of_16_bit_chunks():
+    # float16 outputs with their float32 lses merge in float32 and come back in float16
+    q, k, v = make(1, (2,), 5, 24, 8, 4)
+    whole = F.scaled_dot_product_attention(q, k, v)
+    outputs, lses = zip(
+        *(
+            al.tiled_attention(
+                q.half(),
+                k[..., a : a + 8, :].half(),
+                v[..., a : a + 8, :].half(),
+                return_lse=True,
+            )  # fmt: skip
+            for a in (0, 8, 16)
+        )
+    )
+    merged, lse = al.merge_attention(outputs, lses)
+    assert merged.dtype == torch.float16 and lse.dtype == torch.float32
+    torch.testing.assert_close(merged, whole.half(), **TOL[torch.float16])
+
+
 def test_large_scores_do_not_overflow():
     # scores of about 1e4: exp overflows without the running maximum, even in float64
     q, k, v = make(1, (), 6, 20, 4, 3)
