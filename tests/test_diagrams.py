@@ -52,14 +52,15 @@ def test_diagrams_are_deterministic_svg_with_glyphs_as_paths():
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_every_chapter_shows_a_diagram_and_describes_every_image(path):
     images = IMAGE.findall(markdown(path))
+    # attachment:NAME.png: JupyterLab shows no SVG attachment (the website shows NAME.svg)
     diagrams = [
-        t for _, t in images if t.startswith("attachment:") and t.endswith(".svg")
+        t for _, t in images if t.startswith("attachment:") and t.endswith(".png")
     ]
-    assert diagrams, f"{path.name}: no diagram (attachment:*.svg) in the chapter"
+    assert diagrams, f"{path.name}: no diagram (attachment:*.png) in the chapter"
     for alt, target in images:
         assert target.startswith("attachment:"), (
             f"{path.name}: {target}: a notebook opened alone (Colab, a download) has no "
-            "figures/ folder; refer to diagrams as attachment:NAME.svg"
+            "figures/ folder; refer to diagrams as attachment:NAME.png"
         )
         assert (FIGURES / target.split(":", 1)[1]).is_file(), f"{path.name}: {target}"
         assert len(alt.split()) >= 6 and not alt.endswith((".svg", ".png")), (
@@ -90,10 +91,11 @@ def test_every_diagram_is_used_by_a_chapter():
         for p in CHAPTERS
         for _, target in IMAGE.findall(markdown(p))
     }
-    # NAME.zh_CN.svg is NAME.svg with Chinese labels: the Chinese edition shows it in its place
+    # NAME.png is in the notebooks, NAME.svg on the website, NAME.zh_CN.svg (Chinese
+    # labels) on the Chinese website: all three are used when the chapter shows NAME.png
     unused = sorted(
-        svg.name
-        for svg in FIGURES.glob("*.svg")
-        if re.sub(r"\.[a-z]{2}_[A-Z]{2}\.svg$", ".svg", svg.name) not in used
+        f.name
+        for f in [*FIGURES.glob("*.svg"), *FIGURES.glob("*.png")]
+        if re.sub(r"(\.[a-z]{2}_[A-Z]{2})?\.svg$", ".png", f.name) not in used
     )
     assert not unused, f"diagrams no chapter shows: {unused}"

@@ -1,11 +1,18 @@
 """Embed each chapter's diagrams in the notebook itself, as markdown cell attachments.
 
-A chapter refers to a diagram as ``![alt text](attachment:ch05_sdpa_block.svg)``. Jupyter,
-JupyterLab, Colab and nbconvert show a cell's attachments, so a notebook opened alone (a
-download, Colab) shows every diagram; the website resolves the same reference to
-``chapters/figures/<name>`` (book/_ext/course_attachments.py). The SVG files are drawn by
-``tools/make_diagrams.py``; this script copies them into the cells that refer to them and
-drops attachments no cell refers to.
+A chapter refers to a diagram as ``![alt text](attachment:ch05_sdpa_block.png)``. Jupyter,
+JupyterLab, Colab and nbconvert show a cell's PNG attachments (JupyterLab shows no SVG
+attachment: "Cannot render unknown image mime type"), so a notebook opened alone (a
+download, Colab) shows every diagram; the website resolves the same reference to the
+vector drawing ``chapters/figures/<name>.svg`` (book/_ext/course_attachments.py). The
+files are drawn by ``tools/make_diagrams.py`` (``NAME.png`` at 2x density next to
+``NAME.svg``); this script
+
+* rewrites an older reference ``attachment:NAME.svg`` to ``attachment:NAME.png``,
+* copies the PNG into the cells that refer to it, and
+* drops attachments no cell refers to.
+
+It changes nothing else (no code, no output), and running it twice changes nothing.
 
 Usage: python tools/embed_diagrams.py [--check] [NOTEBOOK ...]   (default: chapters/*.ipynb)
 With --check nothing is written; the exit status is 1 if a notebook is out of date.
@@ -27,6 +34,14 @@ FIGURES = ROOT / "chapters" / "figures"
 REFERENCE = re.compile(r"!\[(?:[^\[\]]|\[[^\]]*\])*\]\(attachment:([\w.-]+)\)")
 
 
+SVG_REFERENCE = re.compile(r"(\]\(attachment:[\w.-]+)\.svg\)")
+
+
+def png_references(source: str) -> str:
+    """``source`` with each ``attachment:NAME.svg`` reference turned into ``NAME.png``."""
+    return SVG_REFERENCE.sub(r"\1.png)", source)
+
+
 def attachments_for(source: str) -> dict:
     out = {}
     for name in REFERENCE.findall(source):
@@ -45,7 +60,11 @@ def embed(path: Path, check: bool) -> bool:
     for cell in nb["cells"]:
         if cell["cell_type"] != "markdown":
             continue
-        wanted = attachments_for("".join(cell["source"]))
+        source = "".join(cell["source"])
+        if png_references(source) != source:
+            cell["source"] = source = png_references(source)
+            changed = True
+        wanted = attachments_for(source)
         if wanted:
             if cell.get("attachments") != wanted:
                 cell["attachments"] = wanted

@@ -1,5 +1,6 @@
 """Draw every diagram of the course from its source in ``tools/diagrams/chNN.py`` into
-``chapters/figures/``.
+``chapters/figures/``: ``NAME.svg`` and ``NAME.zh_CN.svg`` for the website's two editions,
+and ``NAME.png`` (2x density) that the notebooks carry as a cell attachment.
 
 Usage:
     python tools/make_diagrams.py            # (re)write every SVG python
@@ -62,6 +63,12 @@ def draw_all(
             )
             draw(path)
             paths.append(path)
+            if language is None and suffix == ".svg":
+                # The notebooks' attachments: JupyterLab shows no SVG attachment, so a
+                # notebook carries NAME.png (2x density, tools/diagrams/style.py); the
+                # website shows NAME.svg (book/_ext/course_attachments.py).
+                draw(path.with_suffix(".png"))
+                paths.append(path.with_suffix(".png"))
     style.use_language(None)
     if style.UNKNOWN:
         raise SystemExit(
@@ -72,11 +79,13 @@ def draw_all(
 
 
 def check() -> list[str]:
-    """The differences between the committed SVGs and what their sources draw now (empty
+    """The differences between the committed SVGs and PNGs and what their sources draw now (empty
     when in step)."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh = {p.name: p.read_bytes() for p in draw_all(Path(tmp))}
-    committed = {p.name: p.read_bytes() for p in OUT.glob("*.svg")}
+    committed = {
+        p.name: p.read_bytes() for p in [*OUT.glob("*.svg"), *OUT.glob("*.png")]
+    }
     problems = [
         f"{name}: drawn by a source but not committed (run make diagrams)"
         for name in fresh

@@ -1,10 +1,12 @@
 """Sphinx: show a notebook's diagram attachments from chapters/figures/ on the website.
 
-A chapter refers to a diagram as ``![alt](attachment:NAME.svg)`` and carries the SVG as a
-cell attachment (tools/embed_diagrams.py), so Jupyter and Colab show it from the notebook
-alone. myst-nb does not read attachments; this transform points each such image at the
-same file in ``chapters/figures/``, which Sphinx then copies into the site like any image
-(one file per diagram, cached by the browser, and a URL a reader can open full size).
+A chapter refers to a diagram as ``![alt](attachment:NAME.png)`` and carries the PNG (2x
+density) as a cell attachment (tools/embed_diagrams.py), so JupyterLab, Colab and nbconvert
+show it from the notebook alone. myst-nb does not read attachments; this transform points
+each such image at the vector drawing of the same diagram, ``chapters/figures/NAME.svg``
+(sharp at any zoom; the Chinese build picks ``NAME.zh_CN.svg``), which Sphinx then copies
+into the site like any image (one file per diagram, cached by the browser, and a URL a
+reader can open full size).
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ class AttachmentImages(SphinxTransform):
         for image in self.document.findall(nodes.image):
             uri = image.get("uri", "")
             if uri.startswith(PREFIX):
-                image["uri"] = "/chapters/figures/" + uri[len(PREFIX) :]
+                name = uri[len(PREFIX) :]
+                if name.endswith(".png"):
+                    name = name[: -len(".png")] + ".svg"
+                image["uri"] = "/chapters/figures/" + name
 
 
 def setup(app):
