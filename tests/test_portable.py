@@ -8,7 +8,10 @@ attachments as Jupyter and Colab do. The test fails on
 * a markdown image or diagram without an alt text that says what it shows,
 * MyST syntax that only the website understands (``{cite}``, a ```` ```{ ```` directive,
   a ``:::`` fence), which Jupyter shows as raw text,
-* a solution that Jupyter shows open (it must carry ``jupyter.source_hidden``),
+* an answer shown before the reader opens it: a solution (a ``hide-cell`` code cell) must
+  carry ``jupyter.source_hidden`` and ``jupyter.outputs_hidden`` (JupyterLab folds its code
+  and its output) and ``cellView: form`` (Colab), and a markdown explanation right after it
+  must sit in a closed ``<details>`` (``tools/hide_answers.py`` writes all of these),
 * a code line over 88 columns (the code column of the website, Colab and print).
 
 Plots (cell outputs) are PNG images; Jupyter and nbconvert have no place for their alt
@@ -27,6 +30,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import hide_answers  # noqa: E402
+
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 WIDTH = 88
 
@@ -84,12 +90,31 @@ def test_chapter_renders_alone(path, tmp_path):
                 assert raw not in src, f"{path.name} cell {i}: MyST-only {raw!r}"
         else:
             if "hide-cell" in cell["metadata"].get("tags", []):
-                hidden = cell["metadata"].get("jupyter", {}).get("source_hidden")
-                assert hidden, f"{path.name} cell {i}: a solution shown open in Jupyter"
+                jupyter = cell["metadata"].get("jupyter", {})
+                for key in ("source_hidden", "outputs_hidden"):
+                    assert jupyter.get(key) is True, (
+                        f"{path.name} cell {i}: a solution without jupyter.{key}: "
+                        "JupyterLab shows it open (python tools/hide_answers.py)"
+                    )
+                assert cell["metadata"].get("cellView") == "form", (
+                    f"{path.name} cell {i}: a solution Colab shows open "
+                    "(python tools/hide_answers.py)"
+                )
             for line in src.splitlines():
                 assert len(line) <= WIDTH, (
                     f"{path.name} cell {i}: {len(line)} columns: {line[:50]!r}..."
                 )
+    unwrapped = hide_answers.unwrapped_explanations(nb)
+    assert not unwrapped, (
+        f"{path.name} cells {unwrapped}: the explanation of a solution shown open "
+        "(python tools/hide_answers.py wraps it in <details>)"
+    )
+    explained = sum(
+        hide_answers.OPEN in "".join(c["source"])
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+    )
+    assert html.count('<details class="explanation">') == explained, path.name
     # The rendered page shows no raw MyST either (e.g. from a raw cell).
     text = "".join(parser.text)
     assert "{cite}" not in text and "```{" not in text, path.name

@@ -50,8 +50,9 @@ class KeepMathOutOfCatalogs(SphinxTransform):
 
 class TranslateCellPrompts(SphinxTransform):
     """The labels of collapsed cells ("Show solution") come from the notebooks' cell
-    metadata (``mystnb: code_prompt_show``), which gettext does not extract: the
-    ``course_cell_prompts`` table of the edition's config translates them."""
+    metadata (``mystnb: code_prompt_show``), and the label of an explanation's
+    ``<details>`` is raw HTML; gettext extracts neither: the ``course_cell_prompts`` table
+    of the edition's config translates them."""
 
     default_priority = 101
 
@@ -63,6 +64,15 @@ class TranslateCellPrompts(SphinxTransform):
             for key in ("prompt_show", "prompt_hide"):
                 if node.get(key) in table:
                     node[key] = table[node[key]]
+        # The label of an explanation's <details> (tools/hide_answers.py) is raw HTML.
+        for node in self.document.findall(nodes.raw):
+            text = node.astext()
+            for english, translated in table.items():
+                tag = f"<summary>{english}</summary>"
+                if tag in text:
+                    text = text.replace(tag, f"<summary>{translated}</summary>")
+            if text != node.astext():
+                node.replace_self(nodes.raw(text, text, format=node.get("format")))
 
 
 class TranslateTocCaptions(SphinxTransform):

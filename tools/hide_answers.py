@@ -1,0 +1,129 @@
+"""Keep every exercise's answer closed until the reader opens it, wherever the notebook is read.
+
+An answer is a code cell tagged ``hide-cell`` (the solution: code and its output), plus, where
+the text explains it, the explanation right after it. This script sets
+
+* on the solution cell: ``jupyter.source_hidden`` and ``jupyter.outputs_hidden`` (JupyterLab
+  and Notebook 7 fold the code *and* its output), ``cellView: form`` (Colab shows "Show code"
+  instead of the code) and the website's labels (``mystnb.code_prompt_show/hide``; myst-nb
+  closes the whole cell, code and output, behind "Show solution");
+* on an explanation: a markdown cell directly after a solution that starts with an indented
+  paragraph (the continuation of the exercise's list item, as chapters write it) gets that
+  paragraph wrapped in ``<details class="explanation"><summary>Explanation of the
+  solution</summary> ... </details>``, which JupyterLab, Colab, nbconvert and the website
+  all show closed. The text itself is unchanged (its message in the Chinese catalog too); the
+  rest of the cell (usually the next exercise) stays as it is.
+
+Nothing else changes (no code, no output), and running it twice changes nothing.
+
+Usage: python tools/hide_answers.py [--check] [NOTEBOOK ...]   (default: chapters/*.ipynb)
+With --check nothing is written; the exit status is 1 if a notebook is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+SUMMARY = "Explanation of the solution"
+OPEN = f'<details class="explanation">\n<summary>{SUMMARY}</summary>\n\n'
+CLOSE = "\n\n</details>"
+PROMPTS = {"code_prompt_show": "Show solution", "code_prompt_hide": "Hide solution"}
+
+
+def is_solution(cell) -> bool:
+    return cell["cell_type"] == "code" and "hide-cell" in cell["metadata"].get(
+        "tags", []
+    )
+
+
+def split_explanation(source: str) -> tuple[str, str]:
+    """``(explanation, rest)``: the leading indented lines of ``source`` (with the blank lines
+    between them) and what follows; ``("", source)`` when it does not start indented."""
+    if isinstance(source, list):  # a notebook read as plain JSON
+        source = "".join(source)
+    lines = source.split("\n")
+    if not lines or not lines[0][:1].isspace() or not lines[0].strip():
+        return "", source
+    end = 0
+    for i, line in enumerate(lines):
+        if line.strip() and not line[:1].isspace():
+            break
+        end = i + 1
+    explanation = "\n".join(lines[:end]).strip("\n")
+    rest = "\n".join(lines[end:]).lstrip("\n")
+    return textwrap.dedent(explanation), rest
+
+
+def hide(nb) -> bool:
+    """Hide the answers of ``nb`` in place; return True if anything changed."""
+    changed = False
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        if not is_solution(cell):
+            continue
+        meta = cell["metadata"]
+        jupyter = meta.setdefault("jupyter", {})
+        for key in ("source_hidden", "outputs_hidden"):
+            if jupyter.get(key) is not True:
+                jupyter[key] = True
+                changed = True
+        if meta.get("cellView") != "form":
+            meta["cellView"] = "form"
+            changed = True
+        mystnb = meta.setdefault("mystnb", {})
+        for key, value in PROMPTS.items():
+            if key not in mystnb:
+                mystnb[key] = value
+                changed = True
+        after = cells[i + 1] if i + 1 < len(cells) else None
+        if after is None or after["cell_type"] != "markdown":
+            continue
+        explanation, rest = split_explanation(after["source"])
+        if explanation:
+            wrapped = OPEN + explanation + CLOSE
+            after["source"] = wrapped + ("\n\n" + rest if rest else "")
+            changed = True
+    return changed
+
+
+def unwrapped_explanations(nb) -> list[int]:
+    """Indices of markdown cells after a solution that still start with an open
+    (indented) explanation."""
+    cells = nb["cells"]
+    return [
+        i + 1
+        for i, cell in enumerate(cells[:-1])
+        if is_solution(cell)
+        and cells[i + 1]["cell_type"] == "markdown"
+        and split_explanation(cells[i + 1]["source"])[0]
+    ]
+
+
+def process(path: Path, check: bool) -> bool:
+    nb = nbformat.read(path, as_version=4)
+    changed = hide(nb)
+    if changed and not check:
+        nbformat.write(nb, path)
+    return changed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    args = parser.parse_args()
+    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
+    stale = [p for p in paths if process(p, args.check)]
+    for p in stale:
+        print(("out of date: " if args.check else "answers hidden: ") + str(p))
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
