@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 import weakref
 
 import torch
@@ -29,14 +30,30 @@ __all__ = ["time_ms", "peak_memory_bytes", "TensorRecorder"]
 
 
 def time_ms(
-    fn, *args, min_run_time: float = 0.2, num_threads: int | None = None, **kwargs
+    fn,
+    *args,
+    min_run_time: float = 0.2,
+    num_threads: int | None = None,
+    cpu_time: bool = False,
+    **kwargs,
 ) -> float:
     """Median time of ``fn(*args, **kwargs)`` in milliseconds
-    (``torch.utils.benchmark.Timer.blocked_autorange``)."""
+    (``torch.utils.benchmark.Timer.blocked_autorange``).
+
+    With ``cpu_time=True`` the clock is ``time.thread_time``, the CPU time of the
+    calling thread: time during which other processes of a busy machine hold the core
+    is not counted. Only for single-threaded calls (``num_threads=1``), whose work runs
+    on the calling thread; on a quiet machine it equals the wall time."""
+    if cpu_time and (num_threads or torch.get_num_threads()) != 1:
+        raise ValueError(
+            f"cpu_time=True measures the calling thread only: expected num_threads=1, "
+            f"got {num_threads or torch.get_num_threads()}"
+        )
     timer = benchmark.Timer(
         stmt="fn(*args, **kwargs)",
         globals={"fn": fn, "args": args, "kwargs": kwargs},
         num_threads=num_threads or torch.get_num_threads(),
+        **({"timer": time.thread_time} if cpu_time else {}),
     )
     return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 

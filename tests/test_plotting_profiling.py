@@ -59,6 +59,20 @@ def test_time_ms_is_positive():
     )
 
 
+def test_time_ms_cpu_time_ignores_sleeping():
+    # the thread's CPU time does not count a sleep (time another process could hold
+    # the core); the wall clock does
+    import time
+
+    assert al.time_ms(time.sleep, 0.002, min_run_time=0.02, num_threads=1) > 1.5
+    assert (
+        al.time_ms(time.sleep, 0.002, min_run_time=0.02, num_threads=1, cpu_time=True)
+        < 0.5
+    )
+    with pytest.raises(ValueError, match="num_threads=1"):
+        al.time_ms(time.sleep, 0, num_threads=2, cpu_time=True)
+
+
 def test_peak_memory_sees_an_allocation():
     one_hundred_mib = al.peak_memory_bytes(
         "x = torch.ones(25 * 2**20)"
