@@ -31,7 +31,8 @@ def learner_section() -> str:
 def test_readme_gives_the_learner_commands_for_every_system():
     section = learner_section()
     for command in (
-        "python -m venv .venv",
+        "python3 -m venv .venv",  # Linux, macOS: a stock Debian/Ubuntu has no `python`
+        "python -m venv .venv",  # Windows
         "source .venv/bin/activate",
         r".venv\Scripts\activate",
         INSTALL,
