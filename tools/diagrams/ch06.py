@@ -121,15 +121,20 @@ def draw_one_token(path):
     q = d.vector(opx - 1.5 * c, qy, 3, role="query", vertical=False, cell=c)
     d.text(q["left"][0] - 0.25, q["left"][1], r"$\mathbf{q}_1$", ha="right")
     d.shape(q["right"][0] + 0.25, q["right"][1], "(d_k,)", ha="left")
-    for top_y, bottom_y in zip(
-        [qy] + ys[:-1], ys
-    ):  # the query runs down between the operators
-        d.arrow(
-            (opx, top_y - (0 if top_y == qy else 0.42)),
-            (opx, bottom_y + 0.42),
-            role="query",
-            lw=1.2,
-        )
+    # the query feeds every operator at once: a bus line beside the operators with one
+    # branch to each (not a chain through them, which would read as sequential steps)
+    bus_x, branch = opx - 1.3, 0.55
+    d.line(
+        [
+            (opx, qy - c / 2),
+            (opx, qy - 0.85),
+            (bus_x, qy - 0.85),
+            (bus_x, ys[-1] + branch),
+        ],
+        role="query",
+    )
+    for y in ys:
+        d.arrow((bus_x, y + branch), (opx - 0.33, y + 0.27), role="query", lw=1.2)
 
     for j, y in enumerate(ys):
         k = d.vector(kx, y - c / 2, 3, role="key", vertical=False, cell=c)
