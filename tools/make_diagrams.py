@@ -19,6 +19,7 @@ diagrams``.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -126,7 +127,10 @@ def main(argv: list[str]) -> int:
     # copy the new drawings into them.
     import embed_diagrams
 
-    for nb in sorted((ROOT / "chapters").glob("*.ipynb")):
+    # DIAGRAMS_EMBED="chapters/11_x.ipynb ..." limits the embedding to those notebooks.
+    only = os.environ.get("DIAGRAMS_EMBED", "").split()
+    notebooks = [ROOT / p for p in only] or sorted((ROOT / "chapters").glob("*.ipynb"))
+    for nb in notebooks:
         if embed_diagrams.embed(nb, check=False):
             print("embedded in", nb.relative_to(ROOT))
     return 0
