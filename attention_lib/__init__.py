@@ -27,6 +27,7 @@ from .masking import (
     sequence_mask,
     valid_lens_to_mask,
 )
+from .fast_decode import FastGroupedQueryAttention
 from .multihead import (
     GroupedQueryAttention,
     MultiHeadAttention,
@@ -88,6 +89,7 @@ __all__ = [
     "kv_cache_bytes",
     "MultiHeadAttention",
     "GroupedQueryAttention",
+    "FastGroupedQueryAttention",
     "KVCache",
     "convert_to_gqa",
     # a tiny decoder-only model (chapter 9)

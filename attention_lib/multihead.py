@@ -12,22 +12,24 @@ One ``forward`` holds two paths, chosen by ``need_weights`` (as in nanoGPT):
   ``enable_gqa`` for GQA, so the shared key/value heads are never copied); no weights
   are kept.
 
-Both paths give the same output (to float32 round-off).
+Both paths give the same output (to float32 round-off). The tricks that shave
+microseconds off a decode step (one fused key/value matmul, one copy into the cache) live
+apart, in :class:`~attention_lib.FastGroupedQueryAttention` (``fast_decode.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import numbers
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_dropout, check_last_dim, check_qkv, check_rank, check_size
 from .cache import KVCache
 from .masking import _broadcast_mask, _check_valid_lens
-from .scoring import dot_product_attention, fused_attention, one_query_shared_heads
+from .scoring import dot_product_attention, fused_attention
 
 __all__ = [
     "split_heads",
@@ -138,6 +140,12 @@ class GroupedQueryAttention(nn.Module):
             ``Hkv == 1`` multi-query.
         dropout: on the attention weights while training.
         bias: whether the four projections have biases.
+        rotary: optional ``rotary(q, k, start) -> (q, k)``, applied to the projected
+            heads ``q (B, H, Q, d)`` and ``k (B, Hkv, K, d)`` of each call before
+            attention (and before ``k`` is cached); ``start`` is the position of the
+            call's first token (the cache's length, 0 without a cache). This is where a
+            Llama-style layer applies rotary position embeddings (RoPE). An
+            ``nn.Module`` is registered as a submodule.
 
     Layers: ``W_q: E -> E``, ``W_k, W_v: E -> Hkv * d``, ``W_o: E -> E``. Query head
     ``h`` uses key/value head ``h // (H // Hkv)``.
@@ -156,14 +164,13 @@ class GroupedQueryAttention(nn.Module):
       everything cached (on the fused path the ``Hkv`` heads are never repeated:
       ``enable_gqa``, and for one new query each group's query heads as rows of one
       query matrix, so each cached head is read once).
-    * ``need_weights=True`` keeps the weights ``(B, H, Q, K)`` (detached) in
-      ``.attention_weights``.
+    * ``need_weights=True`` (the readable path) keeps the weights ``(B, H, Q, K)``
+      (detached) in ``.attention_weights``; ``need_weights=False`` (the fused path)
+      calls ``F.scaled_dot_product_attention`` and keeps none.
 
     Every input is checked before the cache is written: a call that raises leaves
-    ``kv_cache`` as it was. Decoding with a cache without autograd (``keys is
-    values``) takes a leaner route to the same result: ``W_k`` and ``W_v`` are kept
-    side by side in one block of memory (still two parameters), so keys and values
-    come from one matmul and go into the cache with one copy.
+    ``kv_cache`` as it was. :class:`~attention_lib.FastGroupedQueryAttention` is the
+    same layer with a leaner decode step (chapter 10).
     """
 
     def __init__(
@@ -173,37 +180,23 @@ class GroupedQueryAttention(nn.Module):
         num_kv_heads: int,
         dropout: float = 0.0,
         bias: bool = False,
+        rotary=None,
     ):
         super().__init__()
-        check_size(
-            type(self).__name__,
-            num_hiddens=num_hiddens,
-            num_heads=num_heads,
-            num_kv_heads=num_kv_heads,
-        )
-        if num_hiddens % num_heads:
+        _check_sizes(type(self).__name__, num_hiddens, num_heads, num_kv_heads, dropout)
+        if rotary is not None and not callable(rotary):
             raise ValueError(
-                f"num_heads must divide num_hiddens: got num_hiddens={num_hiddens}, "
-                f"num_heads={num_heads}"
+                f"rotary: expected a callable (q, k, start) or None, got {rotary!r}"
             )
-        if num_heads % num_kv_heads:
-            raise ValueError(
-                "num_kv_heads must be positive and divide num_heads: got "
-                f"num_heads={num_heads}, num_kv_heads={num_kv_heads}"
-            )
-        check_dropout(dropout)
-        self.num_hiddens, self.num_heads, self.num_kv_heads = (
-            num_hiddens,
-            num_heads,
-            num_kv_heads,
-        )
-        self.head_dim = num_hiddens // num_heads
-        self.W_q = nn.Linear(num_hiddens, num_hiddens, bias=bias)
-        self.W_k = nn.Linear(num_hiddens, num_kv_heads * self.head_dim, bias=bias)
-        self.W_v = nn.Linear(num_hiddens, num_kv_heads * self.head_dim, bias=bias)
+        self.num_hiddens, self.num_heads = num_hiddens, num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = d = num_hiddens // num_heads
+        self.W_q = nn.Linear(num_hiddens, num_hiddens, bias=bias)  # H query heads
+        self.W_k = nn.Linear(num_hiddens, num_kv_heads * d, bias=bias)  # Hkv heads
+        self.W_v = nn.Linear(num_hiddens, num_kv_heads * d, bias=bias)  # Hkv heads
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
-        self._pack_kv()  # W_k and W_v in one block of memory, for decoding
         self.dropout = nn.Dropout(dropout)
+        self.rotary = rotary
         self.attention_weights: torch.Tensor | None = None
 
     def forward(
@@ -217,235 +210,107 @@ class GroupedQueryAttention(nn.Module):
         is_causal: bool = False,
         kv_cache: KVCache | None = None,
     ):
-        self._check_inputs(queries, keys, values, valid_lens, mask, kv_cache)
-        if kv_cache is None:
-            return self._attend(
-                queries, keys, values, valid_lens, mask, need_weights, is_causal, None
-            )
-        # Everything is checked above; should anything still fail, the cache is put
-        # back as it was, so that a rejected call changes nothing.
-        state = kv_cache._state()
-        try:
-            return self._attend(
-                queries,
-                keys,
-                values,
-                valid_lens,
-                mask,
-                need_weights,
-                is_causal,
-                kv_cache,
-            )
-        except BaseException:
-            kv_cache._restore(state)
-            raise
-
-    def _attend(
-        self, queries, keys, values, valid_lens, mask, need_weights, is_causal, kv_cache
-    ):
+        _check_inputs(self, queries, keys, values, valid_lens, mask, kv_cache)
         H, Hkv = self.num_heads, self.num_kv_heads
-        if kv_cache is not None and keys is values and not torch.is_grad_enabled():
-            return self._cached_inference(
-                queries, keys, valid_lens, mask, need_weights, is_causal, kv_cache
-            )
         q = split_heads(self.W_q(queries), H)  # (B, Q, E) -> (B, H, Q, d)
         k = split_heads(self.W_k(keys), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         v = split_heads(self.W_v(values), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
-        if kv_cache is not None:
-            # (B, Hkv, T + K, d): every cached position, this call's last
-            k, v = kv_cache.update(k, v)
-        return self._heads(q, k, v, valid_lens, mask, need_weights, is_causal)
-
-    def _cached_inference(
-        self, queries, x, valid_lens, mask, need_weights, is_causal, kv_cache
-    ):
-        """Decoding with a cache, no autograd (``keys is values``): the same
-        computation with less per-call work. One fused K/V projection ``x @ [W_k;
-        W_v]^T`` whose output is copied into the cache with one copy, ``F.linear``
-        on the weights, and for one new query without masks SDPA directly (one
-        query sees every cached key: nothing to mask)."""
-        H, Hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
-        B, num_queries, E = queries.shape
-        num_new = x.shape[1]
-        # the parameter dicts directly: nn.Module's __getattr__ costs ~0.5 us a call
-        q_params = self._modules["W_q"]._parameters
-        o_params = self._modules["W_o"]._parameters
-        q = F.linear(queries, q_params["weight"], q_params["bias"])  # (B, Q, E)
-        q = q.view(B, num_queries, H, d).transpose(1, 2)  # (B, H, Q, d)
-        fused = self._fused_kv()
-        if fused is not None:
-            kv = F.linear(x, *fused)  # (B, K, 2 * Hkv * d)
-            # (B, K, 2, Hkv, d) -> (2, B, Hkv, K, d): keys kv[0], values kv[1]
-            kv = kv.view(B, num_new, 2, Hkv, d).permute(2, 0, 3, 1, 4)
-            k, v = kv_cache._append_kv(kv)  # (B, Hkv, T + K, d) each
-        else:
-            k = F.linear(x, self.W_k.weight, self.W_k.bias)  # (B, K, Hkv * d)
-            v = F.linear(x, self.W_v.weight, self.W_v.bias)
-            k = k.view(B, num_new, Hkv, d).transpose(1, 2)  # (B, Hkv, K, d)
-            v = v.view(B, num_new, Hkv, d).transpose(1, 2)
-            k, v = kv_cache.update(k, v)  # (B, Hkv, T + K, d) each
-        if need_weights or valid_lens is not None or mask is not None:
-            return self._heads(q, k, v, valid_lens, mask, need_weights, is_causal)
-        p = self.dropout.p if self.training else 0.0
-        if num_queries == 1:  # one query attends to every cached key, causal or not
-            out = one_query_shared_heads(q, k, v, dropout_p=p)  # (B, H, 1, d)
-        else:
-            out = fused_attention(
-                q,
-                k,
-                v,
-                None,
-                None,
-                dropout_p=p,
-                enable_gqa=Hkv != H,
-                is_causal=is_causal,
-            )  # (B, H, Q, d)
-        if self.attention_weights is not None:
-            self.attention_weights = None
-        # (B, H, Q, d) -> (B, Q, H, d) -> (B, Q, E) -> (B, Q, E)
-        out = out.transpose(1, 2).reshape(B, num_queries, E)
-        return F.linear(out, o_params["weight"], o_params["bias"])
-
-    def _pack_kv(self) -> None:
-        """Store ``W_k`` and ``W_v`` (weights, and biases if any) side by side in one
-        tensor: the parameters stay two ``nn.Parameter`` objects, but their memory
-        is one ``(2 * Hkv * d, E)`` block, so a decode step projects keys and values
-        with one matmul and no copy of the weights (see :meth:`_fused_kv`)."""
-        with torch.no_grad():
-            for name in ("weight", "bias"):
-                k, v = getattr(self.W_k, name), getattr(self.W_v, name)
-                if k is not None:
-                    both = torch.cat([k, v])  # (2 * Hkv * d, ...)
-                    k.data, v.data = both[: len(k)], both[len(k) :]
-
-    def _fused_kv(self):
-        """``([W_k; W_v], [b_k; b_v])`` as views of the packed parameters, or None
-        when they are not packed (after ``.to(dtype)`` or a deep copy, say): then the
-        caller projects keys and values separately.
-
-        The views alias the parameters' memory, so they are never stale; they are
-        rebuilt only when a parameter object or its memory changes (the remembered
-        view keeps the old memory alive, so an equal address means the same memory).
-        """
-        # the parameter dicts directly: nn.Module's __getattr__ costs ~0.5 us a call
-        k_params = self._modules["W_k"]._parameters
-        v_params = self._modules["W_v"]._parameters
-        wk, wv = k_params["weight"], v_params["weight"]
-        bk, bv = k_params["bias"], v_params["bias"]
-        key = (
-            wk.data_ptr(),
-            wv.data_ptr(),
-            None if bk is None else bk.data_ptr(),
-            None if bv is None else bv.data_ptr(),
-        )
-        seen = self.__dict__.get("_fused_kv_seen")
-        if (
-            seen is not None
-            and seen[0] is wk
-            and seen[1] is wv
-            and seen[2] is bk
-            and seen[3] is bv
-            and seen[4] == key
-        ):
-            return seen[5]
-        pairs = []
-        for k, v in ((wk, wv), (bk, bv)):
-            if k is None or v is None:
-                pairs.append(None)
-                if k is not v:
-                    pairs = None
-                    break
-                continue
-            if not (
-                k.is_contiguous()
-                and v.is_contiguous()
-                and k.dtype == v.dtype
-                and v.data_ptr() == k.data_ptr() + k.numel() * k.element_size()
-                and k.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()
-            ):
-                pairs = None
-                break
-            # (2 * Hkv * d, ...): the memory of both parameters, in one view
-            pairs.append(k.as_strided((2 * k.shape[0], *k.shape[1:]), k.stride()))
-        fused = None if pairs is None else (pairs[0], pairs[1])
-        # a plain attribute: not a parameter or buffer, not in the state_dict
-        self.__dict__["_fused_kv_seen"] = (wk, wv, bk, bv, key, fused)
-        return fused
-
-    def _heads(self, q, k, v, valid_lens, mask, need_weights, is_causal):
-        """Attention of the projected heads ``q (B, H, Q, d)``, ``k, v (B, Hkv, K,
-        d)``, then ``W_o``: ``(B, Q, E)``."""
-        H, Hkv = self.num_heads, self.num_kv_heads
-        p = self.dropout.p if self.training else 0.0
-        if need_weights:
-            k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d) each
-            out, weights = dot_product_attention(
-                q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
-            )
-            # (B, H, Q, K), for heatmaps: no autograd graph kept alive
-            self.attention_weights = weights.detach()
-        else:
-            out = fused_attention(
-                q,
-                k,
-                v,
-                valid_lens,
-                mask,
-                dropout_p=p,
-                enable_gqa=Hkv != H,
-                is_causal=is_causal,
-            )  # (B, H, Q, d)
-            if self.attention_weights is not None:
-                # (nn.Module's __setattr__ is slow next to a decode step)
+        if self.rotary is not None:  # positions start after the cached ones
+            q, k = self.rotary(q, k, 0 if kv_cache is None else len(kv_cache))
+        with _unchanged_if_it_fails(kv_cache):
+            if kv_cache is not None:
+                # (B, Hkv, T + K, d): every cached position, this call's last
+                k, v = kv_cache.update(k, v)
+            p = self.dropout.p if self.training else 0.0
+            if need_weights:  # readable: the weights, for heatmaps
+                k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d)
+                out, weights = dot_product_attention(
+                    q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
+                )  # (B, H, Q, d), (B, H, Q, K)
+                self.attention_weights = weights.detach()  # no autograd graph kept
+            else:  # fused: SDPA, the shared heads never copied
+                out = fused_attention(
+                    q, k, v, valid_lens, mask,
+                    dropout_p=p, enable_gqa=Hkv != H, is_causal=is_causal,
+                )  # fmt: skip
                 self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
-    def _check_inputs(self, queries, keys, values, valid_lens, mask, kv_cache) -> None:
-        """Raise ``ValueError`` naming expected vs actual for a bad call. One decode
-        step costs ~0.3 ms, so the common case is one cheap comparison; the detailed
-        checks run only when it fails."""
-        E = self.num_hiddens
-        if not (
-            isinstance(queries, torch.Tensor)
-            and isinstance(keys, torch.Tensor)
-            and isinstance(values, torch.Tensor)
-            and queries.dim() == keys.dim() == values.dim() == 3
-            and queries.shape[2] == keys.shape[2] == values.shape[2] == E
-            and queries.shape[0] == keys.shape[0]
-            and keys.shape[:2] == values.shape[:2]
-        ):
-            for name, t in (("queries", queries), ("keys", keys), ("values", values)):
-                check_rank(name, t, (3,), "(B, n, E)")
-                check_last_dim(
-                    name, t, E, f"num_hiddens E of this {type(self).__name__}"
-                )
-            check_qkv(queries, keys, values, same_width=True)
-        if isinstance(mask, torch.Tensor) and mask.dim() == 3:
-            # Broadcasting aligns from the right, so (B, Q, K) against (B, H, Q, K)
-            # scores would be read as
-            # (H, Q, K): when B == H it runs and gives head h of every example the mask
-            # of example h (chapter 7).
-            raise ValueError(
-                "mask: expected a 2-D (Q, K) or 4-D (B|1, H|1, Q|1, K) mask, got 3-D "
-                f"{tuple(mask.shape)}: against scores (B, H, Q, K) a 3-D mask is "
-                "ambiguous; pass mask[:, None] for (B, 1, Q, K)"
-            )
-        if kv_cache is not None and not isinstance(kv_cache, KVCache):
-            raise ValueError(
-                "kv_cache: expected an attention_lib.KVCache or None, got "
-                f"{type(kv_cache).__name__}"
-            )
-        if valid_lens is None and mask is None:
-            return
-        # The masks are checked here, before the cache is written: scores are
-        # (B, H, Q, K) with K counting the cached positions too.
-        B, num_queries = queries.shape[:2]
-        num_keys = keys.shape[1] + (0 if kv_cache is None else len(kv_cache))
-        if valid_lens is not None:
-            _check_valid_lens(valid_lens, B, num_queries)
-        if mask is not None:
-            scores_shape = torch.Size((B, self.num_heads, num_queries, num_keys))
-            _broadcast_mask(mask, scores_shape)
+
+@contextlib.contextmanager
+def _unchanged_if_it_fails(kv_cache: KVCache | None):
+    """Inputs are checked before the cache is written; should anything still fail after
+    the append, the cache is put back as it was, so that a rejected call changes
+    nothing."""
+    state = None if kv_cache is None else kv_cache._state()
+    try:
+        yield
+    except BaseException:
+        if kv_cache is not None:
+            kv_cache._restore(state)
+        raise
+
+
+def _check_sizes(name, num_hiddens, num_heads, num_kv_heads, dropout) -> None:
+    check_size(
+        name, num_hiddens=num_hiddens, num_heads=num_heads, num_kv_heads=num_kv_heads
+    )
+    if num_hiddens % num_heads:
+        raise ValueError(
+            f"num_heads must divide num_hiddens: got num_hiddens={num_hiddens}, "
+            f"num_heads={num_heads}"
+        )
+    if num_heads % num_kv_heads:
+        raise ValueError(
+            "num_kv_heads must be positive and divide num_heads: got "
+            f"num_heads={num_heads}, num_kv_heads={num_kv_heads}"
+        )
+    check_dropout(dropout)
+
+
+def _check_inputs(layer, queries, keys, values, valid_lens, mask, kv_cache) -> None:
+    """Raise ``ValueError`` naming expected vs actual for a bad call of ``layer``. One
+    decode step costs ~0.3 ms, so the common case is one cheap comparison; the detailed
+    checks run only when it fails."""
+    E = layer.num_hiddens
+    if not (
+        isinstance(queries, torch.Tensor)
+        and isinstance(keys, torch.Tensor)
+        and isinstance(values, torch.Tensor)
+        and queries.dim() == keys.dim() == values.dim() == 3
+        and queries.shape[2] == keys.shape[2] == values.shape[2] == E
+        and queries.shape[0] == keys.shape[0]
+        and keys.shape[:2] == values.shape[:2]
+    ):
+        for name, t in (("queries", queries), ("keys", keys), ("values", values)):
+            check_rank(name, t, (3,), "(B, n, E)")
+            check_last_dim(name, t, E, f"num_hiddens E of this {type(layer).__name__}")
+        check_qkv(queries, keys, values, same_width=True)
+    if isinstance(mask, torch.Tensor) and mask.dim() == 3:
+        # Broadcasting aligns from the right, so (B, Q, K) against (B, H, Q, K) scores
+        # would be read as (H, Q, K): when B == H it runs and gives head h of every
+        # example the mask of example h (chapter 7).
+        raise ValueError(
+            "mask: expected a 2-D (Q, K) or 4-D (B|1, H|1, Q|1, K) mask, got 3-D "
+            f"{tuple(mask.shape)}: against scores (B, H, Q, K) a 3-D mask is "
+            "ambiguous; pass mask[:, None] for (B, 1, Q, K)"
+        )
+    if kv_cache is not None and not isinstance(kv_cache, KVCache):
+        raise ValueError(
+            "kv_cache: expected an attention_lib.KVCache or None, got "
+            f"{type(kv_cache).__name__}"
+        )
+    if valid_lens is None and mask is None:
+        return
+    # The masks are checked here, before the cache is written: scores are
+    # (B, H, Q, K) with K counting the cached positions too.
+    B, num_queries = queries.shape[:2]
+    num_keys = keys.shape[1] + (0 if kv_cache is None else len(kv_cache))
+    if valid_lens is not None:
+        _check_valid_lens(valid_lens, B, num_queries)
+    if mask is not None:
+        scores_shape = torch.Size((B, layer.num_heads, num_queries, num_keys))
+        _broadcast_mask(mask, scores_shape)
 
 
 class MultiHeadAttention(GroupedQueryAttention):
@@ -483,8 +348,10 @@ def convert_to_gqa(
         method: ``"mean"`` or ``"first"``.
 
     Returns:
-        A new module; ``module`` is not modified. Given one attention layer, a
-        :class:`GroupedQueryAttention`; given any other module, a deep copy with every
+        A new module; ``module`` is not modified. Given one attention layer, a copy
+        of it with the pooled ``W_k`` and ``W_v`` (of its own class, a subclass
+        included; a :class:`MultiHeadAttention` becomes a
+        :class:`GroupedQueryAttention`); given any other module, a deep copy with every
         attention layer inside converted.
     """
     if method not in ("mean", "first"):
@@ -536,26 +403,32 @@ def _convert_layer(
             "convert_to_gqa: expected num_kv_heads to divide the layer's current "
             f"{old_Hkv} key/value heads, got {num_kv_heads}"
         )
-    bias = layer.W_q.bias is not None
-    new = GroupedQueryAttention(E, H, num_kv_heads, dropout=layer.dropout.p, bias=bias)
-    new = new.to(device=layer.W_q.weight.device, dtype=layer.W_q.weight.dtype)
-    new.train(layer.training)
+    # A copy of the layer (its class -- a subclass with a rotary embedding, say --,
+    # W_q, W_o, dropout, device, dtype, training mode) with new, pooled W_k and W_v.
+    new = copy.deepcopy(layer)
+    new.num_kv_heads = num_kv_heads
+    new.attention_weights = None
+    if type(new) is MultiHeadAttention and num_kv_heads != H:
+        new.__class__ = GroupedQueryAttention  # the same layer, fewer kv heads
     group = old_Hkv // num_kv_heads  # old kv heads pooled into one new head
 
-    def pool(
-        t: torch.Tensor,
-    ) -> torch.Tensor:  # (old_Hkv * d, ...) -> (num_kv_heads * d, ...)
+    def pool(t: torch.Tensor) -> torch.Tensor:
+        """``(old_Hkv * d, ...)`` -> ``(num_kv_heads * d, ...)``."""
         heads = t.reshape(num_kv_heads, group, d, *t.shape[1:])  # (Hkv, group, d, ...)
-        return (heads.mean(dim=1) if method == "mean" else heads[:, 0]).reshape(
-            num_kv_heads * d, *t.shape[1:]
-        )
+        pooled = heads.mean(dim=1) if method == "mean" else heads[:, 0]
+        return pooled.reshape(num_kv_heads * d, *t.shape[1:])
 
     with torch.no_grad():
-        for name in ("W_q", "W_o"):
-            getattr(new, name).load_state_dict(getattr(layer, name).state_dict())
         for name in ("W_k", "W_v"):
-            old, fresh = getattr(layer, name), getattr(new, name)
+            old = getattr(layer, name)
+            fresh = nn.Linear(
+                E, num_kv_heads * d, bias=old.bias is not None,
+                device=old.weight.device, dtype=old.weight.dtype,
+            )  # fmt: skip
             fresh.weight.copy_(pool(old.weight))  # (Hkv*d, E)
-            if bias:
+            if old.bias is not None:
                 fresh.bias.copy_(pool(old.bias))  # (Hkv*d,)
+            setattr(new, name, fresh)
+    if hasattr(new, "_pack_kv"):  # FastGroupedQueryAttention: W_k, W_v side by side
+        new._pack_kv()
     return new

@@ -329,14 +329,20 @@ def decode_arms(num_kv_heads: int = HKV, T: int = DECODE_T) -> dict:
     SDPA over ready tensors."""
     torch.manual_seed(0)
     ours = al.GroupedQueryAttention(E, H, num_kv_heads).eval()
+    fast = al.FastGroupedQueryAttention(E, H, num_kv_heads).eval()
+    fast.load_state_dict(ours.state_dict())
     theirs = SdpaGQA(E, H, num_kv_heads).eval()
     theirs.load_state_dict(ours.state_dict())
     prefix, x1 = torch.randn(1, T, E), torch.randn(1, 1, E)  # (B, T, E), (B, 1, E)
-    cache = al.KVCache()
+    cache, fast_cache = al.KVCache(), al.KVCache()
     with torch.inference_mode():
         ours(
             prefix, prefix, prefix, is_causal=True, kv_cache=cache, need_weights=False
         )  # prefill
+        fast(
+            prefix, prefix, prefix, is_causal=True, kv_cache=fast_cache,
+            need_weights=False,
+        )  # fmt: skip
         d = E // H
         k_all = torch.cat(
             [cache.keys, theirs.W_k(x1).view(1, 1, num_kv_heads, d).transpose(1, 2)],
@@ -359,6 +365,12 @@ def decode_arms(num_kv_heads: int = HKV, T: int = DECODE_T) -> dict:
         cache.crop(T)  # back to T for the next call
         return y
 
+    def cached_fast():
+        with torch.inference_mode():
+            y = fast(x1, x1, x1, is_causal=True, kv_cache=fast_cache, need_weights=False)
+        fast_cache.crop(T)
+        return y
+
     def pytorch():
         with torch.inference_mode():
             q = theirs.W_q(x1).view(1, 1, H, d).transpose(1, 2)  # (B, H, 1, d)
@@ -372,7 +384,8 @@ def decode_arms(num_kv_heads: int = HKV, T: int = DECODE_T) -> dict:
             return theirs.W_o(out.transpose(1, 2).reshape(1, 1, E))  # (B, 1, E)
 
     torch.testing.assert_close(cached(), pytorch(), atol=1e-4, rtol=1e-4)
-    return {"cached": cached, "pytorch": pytorch}
+    torch.testing.assert_close(cached_fast(), pytorch(), atol=1e-4, rtol=1e-4)
+    return {"cached": cached, "fast": cached_fast, "pytorch": pytorch}
 
 
 def mha_bias_arms() -> dict:
@@ -407,18 +420,21 @@ def mha_bias_arms() -> dict:
 def decode_step_row(rounds: int = 15) -> list[str]:
     """The decode-step target alone (``--decode-step``): its paired rounds, ratio."""
     arms = decode_arms()
-    t = paired_rounds(
-        {"cached": arms["cached"], "pytorch": arms["pytorch"]}, rounds, 0.5
-    )
-    ratio = median_ratio(t, "cached", "pytorch")
-    per_round = ", ".join(f"{x / y:.3f}" for x, y in zip(t["cached"], t["pytorch"]))
-    return [
-        f"decode step T={DECODE_T}: ours {statistics.median(t['cached']) * 1e3:.3f} "
-        f"ms, floor {statistics.median(t['pytorch']) * 1e3:.3f} ms, ratio "
-        f"{ratio:.3f} (target <= {TARGET_DECODE:.2f}: "
-        f"{'met' if ratio <= TARGET_DECODE else 'NOT met'}); per round: {per_round}",
-        f"load average: {loadavg()}",
-    ]
+    t = paired_rounds(arms, rounds, 0.5)  # cached, fast and pytorch, interleaved
+    lines = []
+    for arm, name in (
+        ("cached", "GroupedQueryAttention"),
+        ("fast", "FastGroupedQueryAttention"),
+    ):
+        ratio = median_ratio(t, arm, "pytorch")
+        per_round = ", ".join(f"{x / y:.3f}" for x, y in zip(t[arm], t["pytorch"]))
+        lines.append(
+            f"decode step T={DECODE_T}, {name}: {statistics.median(t[arm]) * 1e3:.3f} "
+            f"ms, floor {statistics.median(t['pytorch']) * 1e3:.3f} ms, ratio "
+            f"{ratio:.3f} (target <= {TARGET_DECODE:.2f}: "
+            f"{'met' if ratio <= TARGET_DECODE else 'NOT met'}); per round: {per_round}"
+        )
+    return lines + [f"load average: {loadavg()}"]
 
 
 def decode_section() -> list[str]:
@@ -441,13 +457,21 @@ def decode_section() -> list[str]:
             0.5,
         ),
         (
-            f"decode step, KVCache T={DECODE_T} vs projections + SDPA(enable_gqa) on ready tensors + W_o",
+            f"decode step, GroupedQueryAttention + KVCache T={DECODE_T} vs projections + SDPA(enable_gqa) on ready tensors + W_o",
             decode_arms,
             ("cached", "pytorch"),
             TARGET_DECODE,
             15,
             0.5,
         ),  # sub-millisecond calls: more rounds for a stable median
+        (
+            f"decode step, FastGroupedQueryAttention + KVCache T={DECODE_T}, the same reference",
+            decode_arms,
+            ("fast", "pytorch"),
+            TARGET_DECODE,
+            15,
+            0.5,
+        ),
         (
             "MultiHeadAttention(bias=True) vs nn.MultiheadAttention (native fast path), B=4, n=1024",
             mha_bias_arms,

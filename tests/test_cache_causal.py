@@ -502,10 +502,15 @@ def test_the_decoder_prefills_in_inference_mode_and_decodes_under_no_grad():
     torch.testing.assert_close(torch.cat([prefill, *rest], dim=1), full)
 
 
+def fast_gqa(E=32, H=4, Hkv=2, dtype=torch.float32, seed=0, bias=False):
+    torch.manual_seed(seed)
+    return al.FastGroupedQueryAttention(E, H, Hkv, bias=bias).to(dtype).eval()
+
+
 def test_the_decode_step_sees_every_change_to_the_key_value_weights():
-    # The decode fast path projects keys and values with one matmul over W_k and W_v
+    # The fast decode step projects keys and values with one matmul over W_k and W_v
     # packed in one block of memory; whatever changes them must show in the output.
-    layer = gqa(Hkv=2, bias=True)
+    layer = fast_gqa(Hkv=2, bias=True)
     assert layer._fused_kv() is not None  # packed at construction
     assert set(layer.state_dict()) == {
         f"W_{n}.{p}" for n in "qkvo" for p in ("weight", "bias")
@@ -526,7 +531,7 @@ def test_the_decode_step_sees_every_change_to_the_key_value_weights():
     with torch.no_grad():
         layer.W_v.bias.add_(1)
     cached_vs_full()
-    layer.load_state_dict(gqa(Hkv=2, bias=True, seed=5).state_dict())
+    layer.load_state_dict(fast_gqa(Hkv=2, bias=True, seed=5).state_dict())
     cached_vs_full()
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
     layer(x, x, x).square().sum().backward()  # W_k and W_v get their own gradients
@@ -536,6 +541,132 @@ def test_the_decode_step_sees_every_change_to_the_key_value_weights():
     layer.W_k.weight = torch.nn.Parameter(torch.randn(16, 32))  # replaced: unpacked
     assert layer._fused_kv() is None
     cached_vs_full()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("Hkv", [1, 2, 4])
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_fast_layer_is_the_readable_layer(dtype, Hkv, bias):
+    # FastGroupedQueryAttention: the same parameters and outputs, on every path; its
+    # own decode step takes one fused K/V matmul and one cache copy.
+    slow = gqa(Hkv=Hkv, dtype=dtype, bias=bias)
+    fast = fast_gqa(Hkv=Hkv, dtype=dtype, bias=bias)
+    assert isinstance(fast, al.GroupedQueryAttention)
+    assert fast.state_dict().keys() == slow.state_dict().keys()
+    fast.load_state_dict(slow.state_dict())
+    # packed at construction, and load_state_dict copies in; .to(float64) unpacks
+    # (the decode step then projects keys and values separately)
+    assert (fast._fused_kv() is not None) == (dtype == torch.float32)
+    x = torch.randn(2, 7, 32, dtype=dtype)
+    for need_weights in (True, False):
+        torch.testing.assert_close(
+            fast(x, x, x, is_causal=True, need_weights=need_weights),
+            slow(x, x, x, is_causal=True, need_weights=need_weights),
+            **TOL[dtype],
+        )
+    caches = {"slow": al.KVCache(), "fast": al.KVCache()}
+    with torch.inference_mode():
+        for name, layer in (("slow", slow), ("fast", fast)):
+            layer(x[:, :4], x[:, :4], x[:, :4], is_causal=True, kv_cache=caches[name])
+        for t in range(4, 7):
+            xt = x[:, t : t + 1]
+            a = slow(xt, xt, xt, kv_cache=caches["slow"], need_weights=False)
+            b = fast(xt, xt, xt, kv_cache=caches["fast"], need_weights=False)
+            torch.testing.assert_close(b, a, **TOL[dtype])
+        two = x[:, 5:7]  # two new queries at once, causal, through the fused route
+        caches["slow"].crop(5)
+        caches["fast"].crop(5)
+        a = slow(
+            two, two, two, kv_cache=caches["slow"], need_weights=False, is_causal=True
+        )
+        b = fast(
+            two, two, two, kv_cache=caches["fast"], need_weights=False, is_causal=True
+        )
+        torch.testing.assert_close(b, a, **TOL[dtype])
+    torch.testing.assert_close(caches["fast"].keys, caches["slow"].keys, **TOL[dtype])
+    torch.testing.assert_close(
+        caches["fast"].values, caches["slow"].values, **TOL[dtype]
+    )
+    # a bad decode call is refused by the same checks, the cache unchanged
+    with torch.no_grad(), pytest.raises(ValueError, match="num_hiddens E"):
+        fast(x[:, :1, :8], x[:, :1, :8], x[:, :1, :8], kv_cache=caches["fast"],
+             need_weights=False)  # fmt: skip
+    assert len(caches["fast"]) == 7
+
+
+def test_the_fast_decode_step_takes_its_own_route(monkeypatch):
+    # the decode step does not go through the parent's forward (one fused K/V matmul)
+    layer = fast_gqa(Hkv=2)
+    x = torch.randn(1, 5, 32)
+    cache = al.KVCache()
+    with torch.no_grad():
+        layer(x[:, :4], x[:, :4], x[:, :4], is_causal=True, kv_cache=cache)
+        calls = []
+        monkeypatch.setattr(
+            al.GroupedQueryAttention, "forward", lambda *a, **k: calls.append(1)
+        )
+        x1 = x[:, 4:]
+        layer(x1, x1, x1, kv_cache=cache, need_weights=False)
+    assert calls == [] and len(cache) == 5
+
+
+def test_convert_to_gqa_keeps_the_layer_class_and_packs_the_fast_one():
+    fast = al.FastGroupedQueryAttention(32, 4, 4, bias=True).eval()
+    g = al.convert_to_gqa(fast, 2)
+    assert type(g) is al.FastGroupedQueryAttention and g.num_kv_heads == 2
+    assert g._fused_kv() is not None  # W_k and W_v packed again
+    assert type(al.convert_to_gqa(al.MultiHeadAttention(32, 4), 2)) is (
+        al.GroupedQueryAttention
+    )
+    assert type(al.convert_to_gqa(al.MultiHeadAttention(32, 4), 4)) is (
+        al.MultiHeadAttention
+    )
+    x = torch.randn(2, 5, 32)
+    slow = al.convert_to_gqa(al.GroupedQueryAttention(32, 4, 4, bias=True), 2)
+    slow.load_state_dict(g.state_dict())
+    cache = al.KVCache()
+    with torch.no_grad():
+        g(x[:, :4], x[:, :4], x[:, :4], is_causal=True, kv_cache=cache)
+        x1 = x[:, 4:]
+        step = g(x1, x1, x1, kv_cache=cache, need_weights=False)
+        full = slow(x, x, x, is_causal=True)
+    torch.testing.assert_close(step, full[:, 4:], **TOL[torch.float32])
+
+
+class ShiftByPosition(torch.nn.Module):
+    """A stand-in for a rotary embedding: adds each token's position to q and k."""
+
+    def forward(self, q, k, start):
+        pos_q = torch.arange(start, start + q.shape[-2], dtype=q.dtype)[:, None]
+        pos_k = torch.arange(start, start + k.shape[-2], dtype=k.dtype)[:, None]
+        return q + pos_q, k + pos_k
+
+
+@pytest.mark.parametrize(
+    "layer_class", ["GroupedQueryAttention", "FastGroupedQueryAttention"]
+)
+def test_rotary_hook_sees_the_positions_of_the_new_tokens(layer_class):
+    torch.manual_seed(0)
+    layer = getattr(al, layer_class)(32, 4, 2, rotary=ShiftByPosition()).eval()
+    assert isinstance(layer.rotary, torch.nn.Module)  # registered as a submodule
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad():
+        full = layer(x, x, x, is_causal=True, need_weights=False)
+        # the hook is applied: by hand, without it
+        q = al.split_heads(layer.W_q(x), 4) + torch.arange(6.0)[:, None]
+        k = al.split_heads(layer.W_k(x), 2) + torch.arange(6.0)[:, None]
+        v = al.split_heads(layer.W_v(x), 2)
+        by_hand = layer.W_o(al.merge_heads(F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=True)))  # fmt: skip
+        torch.testing.assert_close(full, by_hand, **TOL[torch.float32])
+        cache = al.KVCache()
+        steps = [layer(x[:, :3], x[:, :3], x[:, :3], is_causal=True, kv_cache=cache)]
+        for t in range(3, 6):  # each new token at position len(cache)
+            xt = x[:, t : t + 1]
+            steps.append(layer(xt, xt, xt, kv_cache=cache, need_weights=t % 2 == 0))
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOL[torch.float32])
+    with pytest.raises(ValueError, match="rotary: expected a callable"):
+        al.GroupedQueryAttention(32, 4, 2, rotary=3)
 
 
 def test_kv_cache_bytes_is_what_the_cache_holds():
