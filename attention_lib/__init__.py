@@ -37,6 +37,13 @@ from .multihead import (
     repeat_kv,
     split_heads,
 )
+from .latent import (
+    LatentCache,
+    LatentDecoder,
+    MultiHeadLatentAttention,
+    from_hf_deepseek,
+    mla_cache_bytes,
+)
 from .plotting import heatmap, plot, sharp_figures, sharp_png, show_heatmaps, subplots
 from .profiling import TensorRecorder, peak_memory_bytes, time_ms
 from .rotary import (
@@ -116,4 +123,10 @@ __all__ = [
     "rope_layout_permutation",
     "yarn_mscale",
     "RotaryEmbedding",
+    # multi-head latent attention (chapter 12)
+    "mla_cache_bytes",
+    "LatentCache",
+    "MultiHeadLatentAttention",
+    "LatentDecoder",
+    "from_hf_deepseek",
 ]
