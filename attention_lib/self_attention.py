@@ -103,10 +103,13 @@ class PositionalEncoding(nn.Module):
         self.num_hiddens, self.max_len = num_hiddens, max_len
         self.dropout = nn.Dropout(dropout)
         pos = torch.arange(max_len, dtype=torch.float32).reshape(-1, 1)  # (max_len, 1)
-        inv_freq = torch.pow(
+        # Pair i turns at the angular frequency omega_i = 1 / 10000^(2i/E): Hugging
+        # Face's `inv_freq` is omega. Its inverse, the wavelength over 2 pi, divides
+        # the positions (d2l's arithmetic, so the same values bit for bit).
+        wavelength_scale = torch.pow(
             10000, torch.arange(0, num_hiddens, 2, dtype=torch.float32) / num_hiddens
-        )  # (ceil(E/2),)
-        angles = pos / inv_freq  # (max_len, ceil(E/2))
+        )  # (ceil(E/2),): 10000^(2i/E) = 1 / omega_i
+        angles = pos / wavelength_scale  # (max_len, ceil(E/2)): pos * omega_i
         P = torch.zeros(1, max_len, num_hiddens)  # (1, max_len, E)
         P[0, :, 0::2] = torch.sin(angles)
         P[0, :, 1::2] = torch.cos(angles[:, : num_hiddens // 2])

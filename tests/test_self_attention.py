@@ -96,6 +96,17 @@ def test_positional_encoding_matches_d2l(d2l):
         torch.testing.assert_close(ours.P, theirs.P)
 
 
+def test_positional_encoding_frequencies_are_hugging_faces_inv_freq():
+    # P[pos, 2i] = sin(pos * omega_i) with omega_i = 1 / 10000^(2i/E), the vector that
+    # Hugging Face's rotary code calls inv_freq (1 / base^(arange(0, d, 2) / d))
+    E, n = 16, 50
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, E, 2, dtype=torch.float64) / E))
+    angles = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq  # (n, E/2)
+    P = al.PositionalEncoding(E, max_len=n).P[0].double()  # (n, E)
+    torch.testing.assert_close(P[:, 0::2], torch.sin(angles), atol=2e-5, rtol=0)
+    torch.testing.assert_close(P[:, 1::2], torch.cos(angles), atol=2e-5, rtol=0)
+
+
 def test_positional_encoding_odd_width_and_values():
     pe = al.PositionalEncoding(5, max_len=4)
     assert pe.P.shape == (1, 4, 5)
