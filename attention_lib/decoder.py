@@ -34,11 +34,13 @@ class DecoderBlock(nn.Module):
     ``X' + MLP(LN2(X'))``; ``(B, n, E) -> (B, n, E)``.
 
     The MLP is ``Linear(E, mlp_ratio * E) -> GELU -> Linear(mlp_ratio * E, E)``.
+    ``dropout`` acts, while training, on the attention weights and on both branches'
+    outputs before they are added to the residual stream (as in GPT-2).
     ``kv_cache`` (an :class:`~attention_lib.KVCache`) holds this block's keys and values
-    ``(B, Hkv, T, d)`` from earlier calls; ``need_weights=True`` (the default, as for
-    the attention layers) runs attention's readable path, which keeps
-    ``attention.attention_weights`` ``(B, H, n, T)``; ``need_weights=False`` runs the
-    fused path (pass it when training or timing).
+    ``(B, Hkv, T, d)`` from earlier calls. ``need_weights=False`` (the default for a
+    block and a model, so that training keeps no ``(B, H, n, n)`` weights) runs
+    attention's fused path; ``need_weights=True`` runs the readable path, which keeps
+    ``attention.attention_weights`` ``(B, H, n, T)`` for inspection.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class DecoderBlock(nn.Module):
         self.attention = GroupedQueryAttention(
             num_hiddens, num_heads, num_kv_heads, dropout=dropout
         )
+        self.attention_dropout = nn.Dropout(dropout)  # on the branch, as GPT-2
         self.norm2 = nn.LayerNorm(num_hiddens)
         self.mlp = nn.Sequential(
             nn.Linear(num_hiddens, mlp_ratio * num_hiddens),
@@ -62,11 +65,12 @@ class DecoderBlock(nn.Module):
             nn.Dropout(dropout),
         )
 
-    def forward(self, X, kv_cache: KVCache | None = None, need_weights: bool = True):
+    def forward(self, X, kv_cache: KVCache | None = None, need_weights: bool = False):
         Y = self.norm1(X)  # (B, n, E)
-        X = X + self.attention(
+        Y = self.attention(
             Y, Y, Y, is_causal=True, kv_cache=kv_cache, need_weights=need_weights
         )
+        X = X + self.attention_dropout(Y)  # (B, n, E)
         return X + self.mlp(self.norm2(X))  # (B, n, E)
 
 
@@ -83,19 +87,21 @@ class TinyDecoder(nn.Module):
         num_layers: number of blocks.
         max_len: the longest sequence (prompt + generated tokens) the model accepts.
         mlp_ratio: width of the MLP's hidden layer, in multiples of ``E``.
-        dropout: on attention weights and MLP outputs while training.
+        dropout: on attention weights and on the attention and MLP outputs while
+            training.
 
     Positions are the library's fixed sinusoidal
     :class:`~attention_lib.PositionalEncoding`: nothing to learn, and a token decoded
     with a cache of ``T`` tokens simply gets position ``T`` (``offset=T``).
 
-    ``forward(tokens (B, n), kv_caches=None, need_weights=True)`` -> logits ``(B, n,
+    ``forward(tokens (B, n), kv_caches=None, need_weights=False)`` -> logits ``(B, n,
     V)``. With ``kv_caches`` (one :class:`~attention_lib.KVCache` per block) the tokens
     continue the cached sequence: their positions start at ``len(kv_caches[0])`` and
-    their keys/values are appended. ``need_weights`` has the layers' default, True:
-    the readable path, every block keeping its weights (the attribute
-    :attr:`attention_weights`); pass ``need_weights=False`` for the fused path when
-    training or timing. :meth:`generate` runs the fused path.
+    their keys/values are appended. By default the blocks run attention's fused path
+    and keep no weights, so a training loop's ``model(tokens)`` does not store a
+    ``(B, H, n, n)`` tensor per block every step; pass ``need_weights=True`` to inspect:
+    every block then keeps its weights (the attribute :attr:`attention_weights`).
+    :meth:`generate` runs the fused path.
     """
 
     def __init__(
@@ -168,7 +174,7 @@ class TinyDecoder(nn.Module):
             )
 
     def forward(
-        self, tokens, kv_caches: list[KVCache] | None = None, need_weights: bool = True
+        self, tokens, kv_caches: list[KVCache] | None = None, need_weights: bool = False
     ):
         """``tokens (B, n)`` -> logits ``(B, n, V)``; with ``kv_caches`` the tokens
         continue the cached sequence."""
@@ -194,9 +200,9 @@ class TinyDecoder(nn.Module):
 
     @property
     def attention_weights(self) -> list[torch.Tensor | None]:
-        """Each block's attention weights ``(B, H, n, T)`` from the last forward on
-        the readable path (``need_weights=True``, the default); ``None`` for a block
-        whose last forward was fused. An attribute, like
+        """Each block's attention weights ``(B, H, n, T)`` from the last forward with
+        ``need_weights=True`` (the readable path); ``None`` for a block whose last
+        forward was fused (the default). An attribute, like
         ``GroupedQueryAttention.attention_weights``: ``model.attention_weights[0]``."""
         return [block.attention.attention_weights for block in self.blocks]
 

@@ -66,9 +66,10 @@ def test_logits_with_cache_equal_full_forward(num_kv_heads):
 
 def test_readable_path_agrees_with_fused_and_keeps_the_weights():
     m, x = model(2), tokens()
-    fused = m(x, need_weights=False)
+    m(x, need_weights=True)
+    fused = m(x)  # the fused path is the model's default: it keeps no weights
     assert all(w is None for w in m.attention_weights)  # an attribute, not a method
-    readable = m(x)  # need_weights=True is the default, as for the layers
+    readable = m(x, need_weights=True)  # asked for, to inspect
     torch.testing.assert_close(readable, fused)
     weights = m.attention_weights
     assert len(weights) == L and weights[0].shape == (3, H, 7, 7)
@@ -77,7 +78,9 @@ def test_readable_path_agrees_with_fused_and_keeps_the_weights():
     assert (weights[0].triu(diagonal=1) == 0).all()  # causal: no weight on later tokens
 
 
-def test_need_weights_has_one_default_for_layer_block_and_model():
+def test_need_weights_defaults_layers_inspect_and_a_model_trains():
+    # A layer keeps its weights by default (to inspect); a block and a model do not, so
+    # that a training loop's model(tokens) stores no (B, H, n, n) tensor per block.
     defaults = [
         inspect.signature(f).parameters["need_weights"].default
         for f in (
@@ -87,15 +90,17 @@ def test_need_weights_has_one_default_for_layer_block_and_model():
             al.TinyDecoder.forward,
         )
     ]
-    assert defaults == [True] * 4
-    m, x = model(2), tokens()
-    m.blocks[0](m.embedding(x))
+    assert defaults == [True, True, False, False]
+    m, x = model(2).train(), tokens()
+    m(x).sum().backward()  # a training step with the defaults
+    assert all(w is None for w in m.attention_weights)
+    m.blocks[0](m.embedding(x), need_weights=True)
     assert m.blocks[0].attention.attention_weights.shape == (3, H, 7, 7)
 
 
 def test_generate_runs_the_fused_path_and_checks_ids_once(monkeypatch):
     m, prompt = model(2), tokens()
-    m(prompt)  # readable: every block keeps weights
+    m(prompt, need_weights=True)  # readable: every block keeps weights
     calls = {"min": 0, "need_weights": []}
     real_min = torch.Tensor.min
 
@@ -143,6 +148,27 @@ def test_convert_to_gqa_on_the_whole_model():
         )  # the input model is untouched
         torch.testing.assert_close(gqa(x), m(x))
         assert torch.equal(gqa.generate(x, 6), gqa.generate(x, 6, use_cache=False))
+
+
+def test_dropout_on_the_attention_branch_before_the_residual():
+    # L-4: as GPT-2, the attention output is dropped before it joins the residual
+    torch.manual_seed(0)
+    block = al.DecoderBlock(E, H, 2, dropout=0.5)
+    block.attention.dropout.p = 0.0  # isolate the branch dropout from the weights'
+    with torch.no_grad():
+        block.mlp[2].weight.zero_()  # the MLP branch adds 0
+        block.mlp[2].bias.zero_()
+    X = torch.randn(3, 7, E)
+    with torch.no_grad():
+        Y = block.norm1(X)
+        branch = block.attention(Y, Y, Y, is_causal=True, need_weights=False)
+        block.eval()
+        torch.testing.assert_close(block(X), X + branch)  # eval: nothing dropped
+        block.train()
+        delta = block(X) - X
+    dropped = delta.abs() < 1e-6
+    assert 0.3 < dropped.float().mean() < 0.7
+    torch.testing.assert_close(delta[~dropped], 2 * branch[~dropped])  # 1 / (1 - p)
 
 
 def test_dropout_is_active_only_in_training():
