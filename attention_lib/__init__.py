@@ -10,6 +10,7 @@ width); boolean masks mean True = keep, as in
 
 from .cache import KVCache
 from .decoder import DecoderBlock, TinyDecoder
+from .gguf_loader import GGUFFile, smollm2_path
 from .kernels import (
     NadarayaWatson,
     boxcar,
@@ -18,6 +19,16 @@ from .kernels import (
     gaussian,
     nadaraya_watson,
     triangular,
+)
+from .llama import (
+    LlamaBlock,
+    LlamaConfig,
+    LlamaModel,
+    RMSNorm,
+    RotaryAttention,
+    SwiGLU,
+    WindowKVCache,
+    visible_keys,
 )
 from .masking import (
     causal_mask,

@@ -1,4 +1,5 @@
-"""Rotary position embedding (RoPE): queries and keys rotated by their absolute position.
+"""Rotary position embedding (RoPE): queries and keys rotated by their absolute
+position.
 
 Shape legend: ``B`` batch, ``H`` heads (``H`` for queries, ``Hkv`` for keys), ``T``
 positions (queries ``Q`` or keys ``K``), ``d`` head width (even), ``d/2`` rotation
@@ -63,7 +64,8 @@ def _check_layout(layout) -> None:
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    """YaRN's attention temperature: ``0.1 * mscale * ln(factor) + 1`` for ``factor > 1``,
+    """YaRN's attention temperature: ``0.1 * mscale * ln(factor) + 1`` for
+    ``factor > 1``,
     else 1 (transformers' ``get_mscale``; DeepSeek multiplies its softmax scale by the
     square of ``yarn_mscale(factor, mscale_all_dim)``)."""
     if factor <= 1:
@@ -74,7 +76,8 @@ def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
 def _require(scaling: dict, key: str):
     if key not in scaling:
         raise ValueError(
-            f"rope scaling {scaling.get('rope_type')!r}: expected the key {key!r}, got keys "
+            f"rope scaling {scaling.get('rope_type')!r}: expected the key {key!r}, "
+            "got keys "
             f"{sorted(scaling)}"
         )
     return scaling[key]
@@ -218,7 +221,8 @@ def apply_rope(
 ) -> torch.Tensor:
     """Rotate each pair of features of ``x`` by its angle (a new tensor; ``x`` is kept).
 
-    Pair ``i`` with features ``(a, b)`` becomes ``(a cos_i - b sin_i, b cos_i + a sin_i)``
+    Pair ``i`` with features ``(a, b)`` becomes
+    ``(a cos_i - b sin_i, b cos_i + a sin_i)``
     -- the complex product ``(a + ib) e^{i angle_i}``.
 
     Args:
@@ -238,11 +242,13 @@ def apply_rope(
     B, H, T, d = x.shape
     if cos.shape != sin.shape:
         raise ValueError(
-            f"cos and sin must have the same shape, got {tuple(cos.shape)} and {tuple(sin.shape)}"
+            f"cos and sin must have the same shape, got {tuple(cos.shape)} and "
+            f"{tuple(sin.shape)}"
         )
     if cos.shape[-1] * 2 != d or cos.shape[-2] != T or cos.dim() not in (2, 3):
         raise ValueError(
-            f"cos/sin: expected shape (T, d/2) = ({T}, {d // 2}) or (B, T, d/2) for x of "
+            f"cos/sin: expected shape (T, d/2) = ({T}, {d // 2}) or (B, T, d/2) for x "
+            "of "
             f"shape {tuple(x.shape)}, got {tuple(cos.shape)}"
         )
     if cos.dim() == 3:
@@ -291,15 +297,18 @@ class RotaryEmbedding(nn.Module):
         _check_layout(layout)
         inv_freq, factor = rope_frequencies(dim, theta, scaling, compute_dtype)
         self.dim, self.theta, self.scaling, self.layout = dim, theta, scaling, layout
-        self.attention_factor = factor
+        self.attention_factor, self.compute_dtype = factor, compute_dtype
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (d/2,)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, theta={self.theta}, layout={self.layout!r}"
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype | None = None):
-        """``(cos, sin)`` of shape ``(T, d/2)`` or ``(B, T, d/2)``."""
-        return rope_cos_sin(positions, self.inv_freq, self.attention_factor, dtype)
+        """``(cos, sin)`` of shape ``(T, d/2)`` or ``(B, T, d/2)``, computed in
+        ``compute_dtype`` (even after ``.to(float64)`` moved the buffer, as
+        transformers does) and cast to ``dtype``."""
+        inv_freq = self.inv_freq.to(self.compute_dtype)
+        return rope_cos_sin(positions, inv_freq, self.attention_factor, dtype)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """``x`` ``(B, H, T, d)`` rotated to ``positions`` ``(T,)`` or ``(B, T)``."""

