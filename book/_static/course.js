@@ -1,8 +1,9 @@
 /* The course site's own behaviour (loaded on every page after the theme's scripts are declared).
  *
  * 1. Wide figures on narrow screens: a diagram or plot that would shrink below a legible scale when fitted to
- *    the column is shown at that scale in a strip that scrolls sideways, with a visible hint and a link to the
- *    full-size image (the SVG itself for diagrams).
+ *    the column is shown at that scale (of its intended width) in a strip that scrolls sideways, with a hint
+ *    after it; its link opens the full-size image (the SVG itself for diagrams). A figure that fits is left
+ *    alone.
  * 2. Chinese text carries lang="zh-Hans" (screen readers pick the right voice, browsers the right font).
  * 3. Small accessibility repairs of what the theme and extensions emit (see each function).
  * 4. The "中文 / English" switch keeps the reader's place: the section anchor goes along.
@@ -20,65 +21,85 @@
     return null;
   }
 
-  // The width the image is meant to be shown at: its width attribute (retina PNGs carry half their pixel
-  // width there) or its natural width.
+  // The width the image is meant to be shown at, read once before this script changes anything: its width
+  // attribute or inline style (a plot is a 2x PNG whose metadata, half its pixel size, myst-nb writes as
+  // style="width: ...px"), else its natural width (an SVG diagram's own size).
   function intendedWidth(img) {
-    var w = parseFloat(img.getAttribute("width"));
-    return w > 0 ? w : img.naturalWidth;
+    if (!img.dataset.courseWidth) {
+      img.dataset.courseStyleWidth = img.style.width;
+      var w = parseFloat(img.getAttribute("width")) || parseFloat(img.style.width);
+      if (!(w > 0) && img.closest(".cell_output, .output")) w = img.naturalWidth / 2;
+      img.dataset.courseWidth = String(w > 0 ? w : img.naturalWidth);
+    }
+    return parseFloat(img.dataset.courseWidth);
+  }
+
+  // The width of the column the figure sits in: the nearest block ancestor (the link around an image is an
+  // inline box, 0 px wide), outside a strip this script made.
+  function columnWidth(el) {
+    for (var p = el.parentElement; p; p = p.parentElement) {
+      if (p.classList.contains("course-wide") || p.classList.contains("course-wide-strip")) continue;
+      var style = getComputedStyle(p);
+      if (style.display.indexOf("inline") === 0 || !p.clientWidth) continue;
+      return p.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    }
+    return document.documentElement.clientWidth;
   }
 
   function fitFigure(img) {
     var kind = kindOf(img);
     if (!kind || !img.naturalWidth) return;
-    var wrap = img.closest(".course-wide");
-    var box = wrap ? wrap.parentElement : img.parentElement;
-    var column = box.clientWidth;
     var natural = intendedWidth(img);
-    var scale = column / natural;
-    if (scale >= MIN_SCALE[kind]) {
-      if (wrap) unwrap(wrap, img);
+    var wrap = img.closest(".course-wide");
+    var item = img.parentElement.tagName === "A" ? img.parentElement : img; // the image or its link
+    if (columnWidth(wrap || item) >= natural * MIN_SCALE[kind]) {
+      if (wrap) unwrap(wrap, item, img); // fits (shrunk at most to the legible scale by max-width: 100%)
       return;
     }
-    if (!wrap) wrap = makeWrap(img, kind);
+    if (!wrap) makeWrap(item);
     img.style.width = Math.round(natural * MIN_SCALE[kind]) + "px";
   }
 
   // The few words this script writes, in the page's language (the Chinese edition: lang="zh-CN").
   var WORDS = {
-    en: { diagram: "Diagram (scrolls sideways)", plot: "Plot (scrolls sideways)",
-          wider: "\u2194 Wider than the screen: scroll sideways, or ", "full size": "open it full size", end: "." },
-    zh: { diagram: "图（可横向滚动）", plot: "绘图（可横向滚动）",
-          wider: "\u2194 图比屏幕宽：可横向滚动，或", "full size": "打开原尺寸图", end: "。" },
+    en: { wider: "\u2194 Wider than the screen: scroll it sideways, or open the image to see it whole." },
+    zh: { wider: "\u2194 图比屏幕宽：可横向滚动，或点开图片查看全图。" },
   };
   function say(key) {
     return WORDS[document.documentElement.lang.slice(0, 2) === "zh" ? "zh" : "en"][key];
   }
 
-  function makeWrap(img, kind) {
+  // A figure too wide for the column scrolls in a strip, with a hint after it (outside the image's link). The
+  // image's own link (to the full-size file) is the strip's one Tab stop: the keyboard scrolls the strip
+  // from it. An image without a link gets one.
+  function makeWrap(item) {
     var wrap = document.createElement("div");
     wrap.className = "course-wide";
     var strip = document.createElement("div");
     strip.className = "course-wide-strip";
-    strip.tabIndex = 0; // keyboard users can scroll it too
-    strip.setAttribute("role", "region");
-    strip.setAttribute("aria-label", say(kind === "diagram" ? "diagram" : "plot"));
     var hint = document.createElement("p");
     hint.className = "course-wide-hint";
-    var link = document.createElement("a");
-    link.href = img.currentSrc || img.src;
-    link.textContent = say("full size");
-    link.target = "_blank";
-    link.rel = "noopener";
-    hint.append(say("wider"), link, say("end"));
-    img.parentNode.insertBefore(wrap, img);
-    strip.appendChild(img);
+    hint.textContent = say("wider");
+    item.parentNode.insertBefore(wrap, item);
+    if (item.tagName === "IMG") {
+      var link = document.createElement("a");
+      link.href = item.currentSrc || item.src;
+      link.className = "course-wide-link";
+      link.appendChild(item);
+      item = link;
+    }
+    strip.appendChild(item);
     wrap.append(strip, hint);
     return wrap;
   }
 
-  function unwrap(wrap, img) {
-    img.style.width = "";
-    wrap.parentNode.insertBefore(img, wrap);
+  function unwrap(wrap, item, img) {
+    img.style.width = img.dataset.courseStyleWidth || "";
+    if (item.classList && item.classList.contains("course-wide-link")) {
+      wrap.parentNode.insertBefore(img, wrap);
+    } else {
+      wrap.parentNode.insertBefore(item, wrap);
+    }
     wrap.remove();
   }
 
@@ -172,6 +193,38 @@
     });
   }
 
+  // 5. On a phone the contents (and navigation) drawer closes once a section of this page is chosen: the
+  //    page has scrolled to it behind the drawer. (The drawers are the theme's <dialog>s.)
+  function closeDrawerOnChoice() {
+    document.addEventListener("click", function (event) {
+      var link = event.target.closest && event.target.closest("dialog[open] a[href]");
+      if (!link) return;
+      var dialog = link.closest("dialog");
+      var url = new URL(link.href, location.href);
+      if (url.pathname === location.pathname && url.hash) {
+        setTimeout(function () { dialog.close(); }, 0); // after the browser has followed the link
+      }
+    });
+  }
+
+  // 6. Search results: a snippet is the page's text, in which a formula is still its TeX source
+  //    ("\\(H_{kv} = H\\)"); show it as plain letters instead (H_kv = H).
+  function plainSnippets() {
+    var S = typeof Search !== "undefined" ? Search : window.Search; // searchtools.js: a global const
+    if (!S || !S.htmlToText || S.htmlToText.coursePlain) return;
+    var original = S.htmlToText;
+    S.htmlToText = function () {
+      var text = original.apply(this, arguments);
+      return text
+        .replace(/\\[()\[\]]|\$\$/g, "")
+        .replace(/\\(?:mathbf|mathrm|mathit|text|textrm|operatorname|boldsymbol)\s*\{([^{}]*)\}/g, "$1")
+        .replace(/\\(left|right|,|;|!|quad|qquad)/g, " ")
+        .replace(/\\([A-Za-z]+)/g, "$1")
+        .replace(/[{}]/g, "");
+    };
+    S.htmlToText.coursePlain = true;
+  }
+
   function ready(fn) {
     if (document.readyState !== "loading") fn();
     else document.addEventListener("DOMContentLoaded", fn);
@@ -184,6 +237,8 @@
     fixSummaries();
     fixLandmarks();
     keepAnchorOnSwitch();
+    closeDrawerOnChoice();
+    plainSnippets();
     fitAll();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
       MathJax.startup.promise.then(wideMathTabStops);

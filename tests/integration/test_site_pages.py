@@ -10,7 +10,9 @@ from test_site import (  # noqa: F401
     PHONE,
     REPO,
     ROOT,
+    HTML,
     check_accessibility,
+    check_figures,
     check_fits_a_phone,
     check_page_weight,
     visit,
@@ -96,6 +98,8 @@ def test_page(browser, site_url, doc):
         )
         assert page.query_selector("a[href*='/issues/new']"), f"{doc}: no issues button"
         check_accessibility(page, doc)
+        # At 1280 px every plot and diagram fits: none carries a hint or scrolls.
+        check_figures(page, doc, 1280)
         # Code is formatted to 88 columns and the code font fits 88 to the column, so at
         # 1280 px no code cell or printed output hides part of a line.
         clipped = page.evaluate(
@@ -134,5 +138,32 @@ def test_page(browser, site_url, doc):
             check_page_weight(page, doc, loaded)
         page.screenshot(path=str(ARTIFACTS / f"{name}.light.{PHONE}.png"))
         assert not problems, f"{doc} ({PHONE} px): " + "\n".join(problems)
+    finally:
+        context.close()
+
+
+def other_pages() -> list[str]:
+    """The pages of both editions that are not in _toc.yml (the general index, search,
+    the module index): the toc's pages are checked at 390 px above and in test_site_zh."""
+    found = sorted(
+        str(p.relative_to(HTML).with_suffix(""))
+        for p in HTML.rglob("*.html")
+        if not {"_static", "_sources", "_images"} & set(p.relative_to(HTML).parts)
+    )
+    toc = set(PAGES) | {f"zh/{d}" for d in PAGES} | {"index", "zh/index"}  # redirects
+    return [d for d in found if d not in toc]
+
+
+def test_every_other_page_fits_a_phone(browser, site_url):
+    """Together with test_page and test_site_zh's test_chinese_page, every page of both
+    editions is measured at 390 px."""
+    docs = other_pages()
+    assert any(d.endswith("genindex") for d in docs), docs
+    context, page, problems = visit(browser, f"{site_url}/{docs[0]}.html", width=PHONE)
+    try:
+        for doc in docs:
+            page.goto(f"{site_url}/{doc}.html", wait_until="load")
+            check_fits_a_phone(page, doc)
+        assert not problems, "\n".join(problems)
     finally:
         context.close()
