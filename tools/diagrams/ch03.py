@@ -51,7 +51,7 @@ def draw_masked_softmax(path):
     tw, th = 2.7, 0.85  # token cell
     tx, ty = 2.2, 19.6  # lower-left of the token grid
     d.text(
-        tx + 2 * tw, ty + 3 * th + 0.55, "padded batch (B, K) = (3, 4)", weight="bold"
+        tx + 2 * tw, ty + 3 * th + 0.55, "padded batch (B, L) = (3, 4)", weight="bold"
     )
     for b, sent in enumerate(SENTENCES):
         for j, word in enumerate(sent):
@@ -222,7 +222,9 @@ def draw_masked_softmax(path):
     vc, Dv = 0.85, 3
     vy = 1.8
     vx = 11.9
-    V = d.matrix(vx, vy, K, Dv, cell=vc, role="value")
+    # the example's padding rows hatched, as in the scores above: present, never read
+    padding_rows = [[i >= l] * Dv for i in range(K)]
+    V = d.matrix(vx, vy, K, Dv, cell=vc, role="value", masked=padding_rows)
     d.text(vx - 0.3, vy + K * vc / 2 + 0.3, "values", ha="right", weight="bold")
     d.shape(vx - 0.3, vy + K * vc / 2 - 0.35, "(B, K, Dv)", ha="right")
     d.text(vx - 0.3, vy + K * vc / 2 - 1.05, "not changed", ha="right", size=SHAPE_SIZE)

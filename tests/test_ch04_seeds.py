@@ -1,0 +1,229 @@
+"""Chapter 4's claims about its trained reversal models, checked over five seeds.
+
+The notebook trains the attention decoder and the uniform-weights ablation once, with
+seed 0 (its time budget); this test repeats every claim that section 4.8 makes about
+the trained models with seeds 0..4 (initial weights drawn with `seed`, training
+strings with `seed + 1`, as the chapter's `train` does), and the attention decoder
+alone with seed 6, the seed the chapter names as the one whose peak settles beside
+the mirror, outside nbval (about 40 s single-threaded). It does not
+copy the chapter's code: it reads the chapter's own definitions (the data, the
+encoder, the decoders, the training loop, greedy decoding, the validation strings and
+the upper-case constants) from the notebook and runs them; only the few lines that
+measure the alignment are repeated here. One module-scoped fixture trains and measures
+every seed once; each test then checks one group of claims over all the seeds, so that
+a failure names the claim and the seeds.
+
+Two claims hold for most seeds but not all, and the chapter says so: the peak sits *on*
+the mirror at most digit steps, and the spill falls between steps 60 and 120. They are
+checked here for seeds 0..4, and seed 6 is checked to be the exception the text
+describes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from IPython.core.inputtransformer2 import TransformerManager
+from torch import nn
+
+import attention_lib as al
+
+NOTEBOOK = Path(__file__).parent.parent / "chapters" / "04_additive_attention.ipynb"
+DEFINITIONS = {
+    "reversal_batch",
+    "Encoder",
+    "AttentionDecoder",
+    "UniformDecoder",
+    "neighbour_spill",
+    "train",
+    "greedy_decode",
+}
+OTHER_NAMES = {"vocab", "_"}  # besides upper-case constants and the val_* strings
+SEEDS = range(5)
+OFF_BY_ONE_SEED = 6  # the chapter's example of a peak that settles beside the mirror
+
+
+def _wanted(node) -> bool:
+    """Top-level definitions to take from the chapter: the functions and classes above,
+    constants (upper-case names), the vocabulary and the validation strings."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return node.name in DEFINITIONS
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        ids = [n.id for n in names if isinstance(n, ast.Name)]
+        return len(ids) == len(names) and all(
+            i.isupper() or i.startswith("val_") or i in OTHER_NAMES for i in ids
+        )
+    return False
+
+
+def _load_chapter() -> dict:
+    """The chapter's definitions, executed in one namespace, in notebook order."""
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    namespace = {"torch": torch, "F": F, "nn": nn, "al": al, "math": math}
+    found = set()
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        # IPython turns magics (the Colab install) into Python
+        python = TransformerManager().transform_cell("".join(cell["source"]))
+        for node in ast.parse(python).body:
+            if not _wanted(node):
+                continue
+            code = ast.Module(body=[node], type_ignores=[])
+            try:
+                exec(compile(code, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
+            except NameError:  # an upper-case tensor (W_16, ...), not a constant
+                if not isinstance(node, ast.Assign):
+                    raise
+                continue
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.add(node.name)
+    assert found == DEFINITIONS, f"missing in the chapter: {DEFINITIONS - found}"
+    assert "val_src" in namespace, "the chapter's validation strings were not found"
+    # the chapter's budget (the claims are about this budget)
+    defaults = namespace["train"].__defaults__
+    assert defaults == (120, True, 0), defaults
+    assert (namespace["MIN_LEN"], namespace["MAX_LEN"]) == (5, 7)
+    return namespace
+
+
+def _measure(ch: dict, seed: int, ablation: bool = True) -> dict:
+    """Train the attention decoder (and, with `ablation`, the uniform one) with `seed`
+    and measure what section 4.8 claims."""
+    r = {}
+    encoder, decoder, losses, spill = ch["train"](ch["AttentionDecoder"], seed=seed)
+    r["losses"], r["spill"] = losses, spill
+    # the chapter's test strings (seed 123) and greedy decoding
+    src, lens, _, target = ch["reversal_batch"](500, torch.Generator().manual_seed(123))
+    predicted, alignment = ch["greedy_decode"](encoder, decoder, src, lens)
+    real = target != ch["PAD"]
+    r["token"] = (predicted == target)[real].float().mean().item()
+    r["sequence"] = ((predicted == target) | ~real).all(1).float().mean().item()
+
+    # "What does it attend to?": distance of each source position from the mirror
+    max_len = ch["MAX_LEN"]
+    pos = torch.arange(max_len + 1)  # decoder steps t
+    mirror = lens[:, None] - 1 - pos  # (500, T+1)
+    digit_steps = pos < lens[:, None]  # (500, T+1)
+    distance = (torch.arange(max_len) - mirror[..., None]).abs()  # (500, T+1, T)
+    peak_distance = (alignment.argmax(-1) - mirror).abs()[digit_steps]
+    r["peak_on_mirror"] = (peak_distance == 0).float().mean().item()
+    r["peak_within_one"] = (peak_distance <= 1).float().mean().item()
+    r["weight_at"] = {
+        name: (alignment * where).sum(-1)[digit_steps].mean().item()
+        for name, where in [
+            ("mirror", distance == 0),
+            ("neighbours", distance == 1),
+            ("further", distance >= 2),
+        ]
+    }
+    beside = digit_steps & (alignment.argmax(-1) != mirror)
+    r["beside_accuracy"] = (predicted == target)[beside].float().mean().item()
+    # does h_1 carry its neighbours' digits? (the chapter's probe, seed 5)
+    with torch.no_grad():
+        probe, probe_lens, _, _ = ch["reversal_batch"](
+            200, torch.Generator().manual_seed(5)
+        )
+        h_1 = encoder(probe, probe_lens)[0][:, 1]
+
+        def h_1_change(position):
+            changed = probe.clone()
+            changed[:, position] = (changed[:, position] + 5) % 10
+            moved = encoder(changed, probe_lens)[0][:, 1] - h_1
+            return moved.norm(dim=-1).mean().item()
+
+        r["change_neighbour"], r["change_far"] = h_1_change(2), h_1_change(4)
+
+    if not ablation:
+        return r
+    # the ablation: uniform weights, same seed, data and budget
+    u_encoder, u_decoder, u_losses, _ = ch["train"](
+        ch["UniformDecoder"], record_spill=False, seed=seed
+    )
+    u_predicted, _ = ch["greedy_decode"](u_encoder, u_decoder, src, lens)
+    r["uniform_loss"] = u_losses[-1]
+    r["uniform_token"] = (u_predicted == target)[real].float().mean().item()
+    r["uniform_sequence"] = ((u_predicted == target) | ~real).all(1).float().mean()
+    r["uniform_sequence"] = r["uniform_sequence"].item()
+    return r
+
+
+@pytest.fixture(scope="module")
+def ch():
+    return _load_chapter()
+
+
+@pytest.fixture(scope="module")
+def results(ch):
+    """{seed: measurements}, single-threaded like the chapter."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        results = {seed: _measure(ch, seed) for seed in SEEDS}
+        results[OFF_BY_ONE_SEED] = _measure(ch, OFF_BY_ONE_SEED, ablation=False)
+        return results
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_it_learns_to_reverse(results):
+    """Training: the loss falls from chance level, and greedy decoding is right."""
+    for seed, r in results.items():
+        losses = r["losses"]
+        assert abs(losses[0] - math.log(13)) < 0.3, (seed, losses[0])
+        assert sum(losses[-10:]) / 10 < 0.2, (seed, losses[-10:])
+        assert r["token"] > 0.95 and r["sequence"] > 0.9, (seed, r["token"])
+        # the text's ranges: 98-99.7 % of the tokens, 94-99 % of the strings
+        assert 0.975 <= r["token"] and 0.935 <= r["sequence"], seed
+        assert 0.04 < losses[-1] < 0.15, (seed, losses[-1])  # "0.05 to 0.14"
+
+
+def test_it_needs_the_attention(results):
+    """The uniform-weights ablation: most digits right, most strings wrong, far
+    behind the attention decoder after the same 120 steps."""
+    for seed in SEEDS:
+        r = results[seed]
+        assert r["token"] > r["uniform_token"] + 0.15, seed
+        assert r["sequence"] > r["uniform_sequence"] + 0.4, seed
+        assert r["uniform_token"] > 0.5 and r["uniform_sequence"] < 0.5, seed
+        assert r["uniform_loss"] > 2 * r["losses"][-1], seed
+        # the text's ranges: 68-72 % of the tokens, 31-36 % of the strings
+        assert 0.67 < r["uniform_token"] < 0.73, (seed, r["uniform_token"])
+        assert 0.3 < r["uniform_sequence"] < 0.37, (seed, r["uniform_sequence"])
+
+
+def test_it_attends_at_or_beside_the_mirror(results):
+    """The alignment: the largest weight within one position of the mirror at nearly
+    every digit step, little weight further away, and the right digit written where
+    it reads beside the mirror; whether the peak sits *on* the mirror varies."""
+    for seed, r in results.items():
+        assert r["peak_within_one"] > 0.95, (seed, r["peak_within_one"])
+        assert r["weight_at"]["further"] < 0.15, (seed, r["weight_at"])
+        assert r["weight_at"]["mirror"] + r["weight_at"]["neighbours"] > 0.85, seed
+        assert r["beside_accuracy"] > 0.95, (seed, r["beside_accuracy"])
+        assert r["change_neighbour"] > 1.5 * r["change_far"], seed
+
+
+def test_usually_on_the_mirror_but_not_always(results):
+    """Seeds 0..4: the peak on the mirror at most digit steps, the mirror getting the
+    most weight, and a spill lower at step 120 than at step 60 (the undertraining part).
+    Seed 6: the peak on the mirror at only about half the steps, more weight on the two
+    neighbours than on the mirror, and a spill that does not fall."""
+    for seed in SEEDS:
+        r = results[seed]
+        assert r["peak_on_mirror"] > 0.8, (seed, r["peak_on_mirror"])
+        assert r["weight_at"]["mirror"] > 0.5, (seed, r["weight_at"])
+        assert r["weight_at"]["neighbours"] > 0.25, (seed, r["weight_at"])
+        assert r["spill"][120] < r["spill"][60] - 0.03, (seed, r["spill"])
+    r = results[OFF_BY_ONE_SEED]
+    assert 0.35 < r["peak_on_mirror"] < 0.6, r["peak_on_mirror"]
+    assert r["weight_at"]["neighbours"] > r["weight_at"]["mirror"], r["weight_at"]
+    assert r["spill"][120] > r["spill"][60], r["spill"]
