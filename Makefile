@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test unit notebooks book translations pdf execute diagrams bench clean browser-deps
+.PHONY: help setup test unit notebooks portability book translations pdf execute diagrams bench clean browser-deps
 
 help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
+	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~25 min)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
 	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
@@ -62,6 +63,13 @@ browser-deps: $(STAMP)
 
 notebooks: $(STAMP)
 	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope chapters $(NBVAL)
+
+# Every chapter re-executed under nbval (the flags above) in a matrix that emulates other computers on this
+# one: ATEN_CPU_CAPABILITY=default, =avx2 and the machine's own, MKL_ENABLE_INSTRUCTIONS=AVX2, 2 threads, and
+# a CPU-burning process on every core. Prints a configuration x chapter table; fails if any cell differs.
+# About 25 min on two cores (tools/portability.py --help). CI runs it after make test.
+portability: $(STAMP)
+	$(PY) tools/portability.py --jobs $(JOBS)
 
 execute: $(STAMP)
 	$(ONE_THREAD) $(PY) tools/execute_notebooks.py chapters/*.ipynb

@@ -1,0 +1,276 @@
+"""Re-execute every chapter under nbval on the kernels and loads of other computers.
+
+``make portability`` runs this script. A learner's CPU differs from ours: its SIMD level
+(which ATen kernels run, so the order of float reductions), its MKL code path, its
+thread count, and whether something else is running. Every printed number and every
+assert of a chapter must hold on all of them (CONTRIBUTING, "True on every computer").
+This script emulates those computers on this one, one configuration at a time, and
+compares every cell's output with the committed one exactly as ``make test`` does
+(same nbval flags and sanitizer, single-threaded unless the configuration says
+otherwise):
+
+============  ==============================================================
+native        the machine's own kernels, 1 thread (what ``make test`` runs)
+default       ``ATEN_CPU_CAPABILITY=default``: ATen's generic (non-SIMD) kernels
+avx2          ``ATEN_CPU_CAPABILITY=avx2`` (skipped when it is the native level)
+mkl-avx2      ``MKL_ENABLE_INSTRUCTIONS=AVX2``: MKL's AVX2 code, as on AMD CPUs
+2-threads     ``OMP_NUM_THREADS=2 MKL_NUM_THREADS=2`` (reductions split in two)
+busy          native kernels, 1 thread, while a CPU-burning process runs on every
+              core (timing asserts must keep their margins on a loaded machine)
+============  ==============================================================
+
+It prints a table (configuration x chapter: pass / FAIL) and exits non-zero if any
+chapter fails in any configuration. The burners are started by this script and always
+stopped, also on failure or Ctrl-C.
+
+Usage::
+
+    python tools/portability.py            # every configuration, every chapter
+    python tools/portability.py --configs default,busy chapters/05_*.ipynb
+    python tools/portability.py --list     # the configurations
+
+Each configuration runs the chapters on ``--jobs`` pytest-xdist workers (default 2,
+``--dist loadscope``: one chapter per worker at a time); the 2-thread configuration
+runs one chapter at a time, so two 2-thread chapters do not oversubscribe two cores.
+Logs go to ``_build/portability/<configuration>.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+PYTEST = [PYTHON, "-m", "pytest"]
+NBVAL = [
+    "--nbval",
+    "--nbval-current-env",
+    "--nbval-sanitize-with",
+    "tests/nbval_sanitize.cfg",
+    "-p",
+    "no:cacheprovider",
+]
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# (name, environment on top of ONE_THREAD, burn every core?, one chapter at a time?)
+CONFIGS = [
+    ("native", {}, False, False),
+    ("default", {"ATEN_CPU_CAPABILITY": "default"}, False, False),
+    ("avx2", {"ATEN_CPU_CAPABILITY": "avx2"}, False, False),
+    ("mkl-avx2", {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}, False, False),
+    ("2-threads", {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}, False, True),
+    ("busy", {}, True, False),
+]
+# Variables that select kernels or threads: removed from the inherited environment, so
+# that "native" is the machine's own and each configuration changes one thing.
+CONTROLLED = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
+# The longest chapters first, so that they do not close the run on one worker.
+LONG_FIRST = ("11_", "09_", "12_", "10_")
+
+_burners: list[subprocess.Popen] = []
+
+
+def stop_burners() -> None:
+    """Stop the CPU burners this script started (only those)."""
+    while _burners:
+        proc = _burners.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def start_burners(count: int) -> None:
+    for _ in range(count):
+        _burners.append(
+            subprocess.Popen(
+                [PYTHON, "-c", "while True: pass"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+
+
+def _on_signal(signum, frame):
+    stop_burners()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def base_environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in CONTROLLED}
+    env.update(ONE_THREAD)
+    return env
+
+
+def native_capability() -> str:
+    """The SIMD level ATen picks on this machine, e.g. 'AVX2' or 'AVX512'."""
+    out = subprocess.run(
+        [PYTHON, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
+        env=base_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def order(chapters: list[str]) -> list[str]:
+    def rank(path: str) -> tuple[int, str]:
+        name = Path(path).name
+        for i, prefix in enumerate(LONG_FIRST):
+            if name.startswith(prefix):
+                return (i, name)
+        return (len(LONG_FIRST), name)
+
+    return sorted(chapters, key=rank)
+
+
+def chapter_results(junit: Path, chapters: list[str]) -> dict[str, str]:
+    """``{chapter: 'pass' | 'FAIL'}`` from pytest's junit XML (a chapter with no
+    test case reported -- a collection error, say -- counts as failed)."""
+    results = {Path(c).name: None for c in chapters}
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            where = case.get("file") or case.get("classname") or ""
+            name = next((c for c in results if Path(c).stem in where), None)
+            if name is None:
+                continue
+            failed = any(child.tag in ("failure", "error") for child in case)
+            if failed or results[name] is None:
+                results[name] = "FAIL" if failed else "pass"
+            elif results[name] != "FAIL":
+                results[name] = "pass"
+    return {name: (state or "FAIL") for name, state in results.items()}
+
+
+def run_config(name, extra_env, busy, serial, chapters, jobs, timeout, log_dir):
+    env = base_environment()
+    env.update(extra_env)
+    junit = log_dir / f"{name}.xml"
+    junit.unlink(missing_ok=True)
+    workers = 1 if serial else jobs
+    cmd = [*PYTEST, "-q", *NBVAL, f"--junitxml={junit}"]
+    if workers > 1:
+        cmd += ["-n", str(workers), "--dist", "loadscope"]
+    cmd += chapters
+    log = log_dir / f"{name}.log"
+    started = time.monotonic()
+    try:
+        if busy:
+            start_burners(len(os.sched_getaffinity(0)))
+        with open(log, "w") as out:
+            out.write(" ".join(f"{k}={v}" for k, v in extra_env.items()) + "\n")
+            out.write(" ".join(cmd) + "\n")
+            out.flush()
+            proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                code = proc.wait(timeout=timeout)
+            except BaseException:
+                os.killpg(proc.pid, signal.SIGKILL)  # pytest and its workers
+                proc.wait()
+                raise
+    except subprocess.TimeoutExpired:
+        code = "timeout"
+    finally:
+        stop_burners()
+    seconds = time.monotonic() - started
+    results = chapter_results(junit, chapters)
+    if code != 0 and all(r == "pass" for r in results.values()):
+        results = {c: "FAIL" for c in results}  # pytest failed outside the chapters
+    return results, seconds, code, log
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("chapters", nargs="*", help="default: chapters/*.ipynb")
+    parser.add_argument(
+        "--configs", help="comma-separated configurations (default: all, see --list)"
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers")
+    parser.add_argument(
+        "--timeout", type=int, default=1200, help="seconds per configuration"
+    )
+    parser.add_argument("--list", action="store_true", help="list the configurations")
+    args = parser.parse_args()
+    if args.list:
+        for name, env, busy, serial in CONFIGS:
+            what = " ".join(f"{k}={v}" for k, v in {**ONE_THREAD, **env}.items())
+            print(f"{name:10} {what}{' + a CPU burner per core' if busy else ''}")
+        return 0
+    known = {c[0]: c for c in CONFIGS}
+    names = args.configs.split(",") if args.configs else list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(
+            f"unknown configuration(s) {unknown}; expected some of {list(known)}"
+        )
+    chapters = args.chapters or sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "chapters").glob("*.ipynb")
+    )
+    chapters = order(chapters)
+    log_dir = ROOT / "_build" / "portability"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    atexit.register(stop_burners)
+    signal.signal(signal.SIGTERM, _on_signal)
+
+    native = native_capability()
+    print(f"native ATen kernels: {native}; {len(chapters)} chapters; configurations: "
+          f"{', '.join(names)}", flush=True)  # fmt: skip
+    table: dict[str, dict[str, str]] = {}
+    notes: dict[str, str] = {}
+    total = time.monotonic()
+    for name in names:
+        _, env, busy, serial = known[name]
+        level = env.get("ATEN_CPU_CAPABILITY")
+        if level and level.upper() == native.upper() and "native" in names:
+            table[name] = {Path(c).name: "= native" for c in chapters}
+            notes[name] = f"skipped: {level} is this machine's native level"
+            print(f"[{name}] {notes[name]}", flush=True)
+            continue
+        print(f"[{name}] running ...", flush=True)
+        results, seconds, code, log = run_config(
+            name, env, busy, serial, chapters, args.jobs, args.timeout, log_dir
+        )
+        table[name] = results
+        failed = [c for c, r in results.items() if r != "pass"]
+        notes[name] = f"{seconds / 60:.1f} min" + (
+            f", pytest exit {code}, log {log.relative_to(ROOT)}" if failed else ""
+        )
+        print(f"[{name}] {notes[name]}: {len(failed)} chapter(s) failed", flush=True)
+        if failed:
+            tail = log.read_text(errors="replace").splitlines()[-40:]
+            print("\n".join("    " + line for line in tail), flush=True)
+
+    width = max(len(Path(c).name) for c in chapters)
+    cols = list(table)
+    print(f"\n{'chapter':{width}}  " + "  ".join(f"{c:>9}" for c in cols))
+    for c in chapters:
+        name = Path(c).name
+        print(f"{name:{width}}  " + "  ".join(f"{table[k][name]:>9}" for k in cols))
+    for k in cols:
+        print(f"{k}: {notes[k]}")
+    bad = [(k, c) for k in cols for c, r in table[k].items() if r == "FAIL"]
+    verdict = (
+        "every chapter passed in every configuration"
+        if not bad
+        else f"{len(bad)} failure(s): " + ", ".join(f"{c} [{k}]" for k, c in bad)
+    )
+    print(f"total {(time.monotonic() - total) / 60:.1f} min; {verdict}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
