@@ -110,6 +110,9 @@ def broken_emphasis(text: str) -> bool:
 ASCII_PUNCT = re.compile(
     f"[{CJK}]\\s?[,;:?!()\"']|[,;:?!()\"']\\s?[{CJK}]|[{CJK}\\ue000]\\s?[,;:?!]\\s|[{CJK}\\ue000]\\s?\\.(?=\\s|$)"
 )
+# A shape or other tuple of Latin letters and digits, "(B, Q, D)" or "(D,)", is code-like and
+# keeps its ASCII brackets and commas beside Chinese (the zh review: "（D,）" reads as a typo).
+TUPLE = re.compile(r"\((?:[A-Za-z0-9_.+\-*/ ]*,)+[A-Za-z0-9_.+\-*/ ]*\)")
 
 
 def problems_of(
@@ -142,7 +145,7 @@ def problems_of(
         found.append("emphasis that does not parse (write “**x**”字, not **“x”**字)")
     # Math and code count as part of a Chinese sentence: "$h$." should end "$h$。".
     sentence = ROLE.sub("\ue000", msgstr)
-    for pattern in (CODE, MATH):
+    for pattern in (CODE, MATH, TUPLE):
         sentence = pattern.sub("\ue000", sentence)
     sentence = TARGET.sub("]", sentence)
     bad = ASCII_PUNCT.findall(sentence) if HAS_CJK.search(msgstr) else []
