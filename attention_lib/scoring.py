@@ -238,6 +238,12 @@ def _causal_with_lengths(q, k, v, valid_lens, sdpa) -> torch.Tensor:
     call for the whole batch. For ``i >= L`` it is every valid key ``0 .. L-1``: an
     unmasked SDPA of those queries over the first ``L`` keys (zeros when ``L == 0``,
     a fully masked query). Exactly the readable path's weights, row by row.
+
+    Written for a CPU and for reading: ``valid_lens.tolist()`` waits for the lengths
+    (on a GPU, a host synchronisation) and the rows past each length are one SDPA call
+    per example, a Python loop over the batch. GPU libraries instead pack the
+    sequences without padding and pass their offsets to a variable-length kernel
+    (FlashAttention's ``cu_seqlens``).
     """
     n = q.shape[-2]
     out = sdpa(q, k, v, is_causal=True)  # (B, ..., n, Dv): right for rows i < L

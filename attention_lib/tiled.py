@@ -239,8 +239,9 @@ def merge_attention(outputs, lses) -> tuple[torch.Tensor, torch.Tensor]:
         output = sum_c exp(lses[c] - lse) * outputs[c]
 
     is attention over all the keys: each chunk's softmax is re-weighted by its share of
-    the total. A chunk in which a query sees no key (``lse = -inf``) gets weight 0; a
-    query that sees no key in any chunk gets output 0 and ``lse = -inf``. This is how
+    the total. A chunk in which a query sees no key (``lse = -inf``) gets weight 0 and
+    adds exactly 0, whatever its output holds (0, NaN or inf); a query that sees no key
+    in any chunk gets output 0 and ``lse = -inf``. This is how
     FlashDecoding combines the splits of a long KV cache and how ring attention combines
     the blocks that travel between devices.
 
@@ -297,8 +298,9 @@ def merge_attention(outputs, lses) -> tuple[torch.Tensor, torch.Tensor]:
     total = share.sum(dim=0)  # (B, ..., Q)
     seen = total > 0
     total_safe = torch.where(seen, total, 1.0)
-    output = (share[..., None] * stacked_out).sum(dim=0) / total_safe[
-        ..., None
-    ]  # (B, ..., Q, Dv)
+    # a chunk of weight 0 adds exactly 0, even if its output is NaN or inf (what some
+    # kernels return for a query that saw no key)
+    weighted = torch.where(share[..., None] > 0, share[..., None] * stacked_out, 0.0)
+    output = weighted.sum(dim=0) / total_safe[..., None]  # (B, ..., Q, Dv)
     lse = torch.where(seen, shift + torch.log(total_safe), -math.inf)  # (B, ..., Q)
     return output.to(first.dtype), lse

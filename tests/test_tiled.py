@@ -361,6 +361,11 @@ def test_merge_of_chunks_that_see_nothing_and_its_gradient():
     assert nothing.eq(0).all() and nothing_lse.eq(-math.inf).all()
     (merged.sum() + nothing.sum()).backward()
     assert all(torch.isfinite(t.grad).all() for t in out)
+    # a producer may write NaN (or inf) for a query that saw no key: weight 0 is 0
+    for junk in (math.nan, math.inf):
+        poisoned = [out[0].detach(), torch.full((1, 3, 2), junk)]
+        merged, _ = al.merge_attention(poisoned, lse)
+        torch.testing.assert_close(merged, out[0].detach())
 
 
 # -- bad input and state ---------------------------------------------------------------
