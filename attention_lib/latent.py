@@ -24,10 +24,11 @@ whatever ``H`` is. Two ways to attend give the same output:
 
 * naive: rebuild ``k_nope`` and ``v`` of every cached token (``W_ukv c``), then
   ordinary multi-head attention;
-* absorbed (``absorb=True``): ``q_nope_h . (W_uk_h c) = (W_uk_h^T q_nope_h) . c``, so
-  ``W_uk`` is folded into the query, and ``sum_j a_j W_uv_h c_j = W_uv_h (sum_j a_j c_j)``
-  folds ``W_uv`` into the output: the heads attend to the cached latents directly, as
-  multi-query attention with keys ``[c, k_rope]`` (``r + dr`` wide) and values ``c``.
+* absorbed (``absorb=True``): ``q_nope_h . (W_uk_h c) = (W_uk_h^T q_nope_h) . c``,
+  so ``W_uk`` is folded into the query, and ``sum_j a_j W_uv_h c_j = W_uv_h (sum_j
+  a_j c_j)`` folds ``W_uv`` into the output: the heads attend to the cached latents
+  directly, as multi-query attention with keys ``[c, k_rope]`` (``r + dr`` wide) and
+  values ``c``.
 
 The conventions are transformers' ``DeepseekV3Attention`` (5.23): RoPE only on the
 ``dr`` rotary part, interleaved pairs by default, and under YaRN scaling the softmax
@@ -36,7 +37,6 @@ scale ``(dn + dr) ** -0.5`` multiplied by ``yarn_mscale(factor, mscale_all_dim) 
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import torch
@@ -287,6 +287,9 @@ class MultiHeadLatentAttention(nn.Module):
         kv_cache: LatentCache | None = None,
         absorb: bool = False,
     ):
+        """``X (B, n, E)`` -> ``(B, n, E)``; see the class docstring for the
+        arguments. With ``kv_cache`` this call's latents and rotary keys are appended
+        and the queries attend over everything cached."""
         self._check_inputs(X, valid_lens, mask, kv_cache)
         if kv_cache is None:
             return self._attend(
@@ -497,6 +500,8 @@ class LatentDecoder(nn.Module):
         need_weights: bool = False,
         absorb: bool = False,
     ):
+        """``tokens (B, n)`` -> logits ``(B, n, V)``; with ``kv_caches`` the tokens
+        continue the cached sequence."""
         if (
             not isinstance(tokens, torch.Tensor)
             or tokens.dim() != 2
@@ -534,7 +539,8 @@ class LatentDecoder(nn.Module):
             or max_new_tokens < 0
         ):
             raise ValueError(
-                f"max_new_tokens: expected a non-negative integer, got {max_new_tokens!r}"
+                "max_new_tokens: expected a non-negative integer, got "
+                f"{max_new_tokens!r}"
             )
         caches = [LatentCache() for _ in self.blocks]
         tokens, new = prompt, prompt
