@@ -268,7 +268,9 @@ def sharp_png(fig, scale: int = 2, colors: int = 256) -> tuple[bytes, dict]:
     IPython formatter returns (Jupyter, nbconvert and the website then draw ``scale``
     image pixels per screen pixel: sharp on high-density screens). The image is reduced
     to a palette of ``colors`` colours, which keeps a 2x plot about as light as a 1x one
-    (plots have few distinct colours; the antialiased edges lose nothing visible).
+    (plots have few distinct colours; the antialiased edges lose nothing visible). A
+    figure that holds an image or a colour mesh (a heatmap, a colorbar) stays in full
+    colour: a palette would band its gradients (about 30 steps in a colorbar).
     """
     import io
 
@@ -287,11 +289,22 @@ def sharp_png(fig, scale: int = 2, colors: int = 256) -> tuple[bytes, dict]:
         facecolor=fig.get_facecolor(),
     )
     image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
-    palette = image.quantize(colors=colors, dither=Image.Dither.NONE)
+    if not _has_gradients(fig):
+        image = image.quantize(colors=colors, dither=Image.Dither.NONE)
     out = io.BytesIO()
-    palette.save(out, format="PNG", optimize=True)
+    image.save(out, format="PNG", optimize=True)
     width, height = image.size
     return out.getvalue(), {"width": width // scale, "height": height // scale}
+
+
+def _has_gradients(fig) -> bool:
+    """Whether ``fig`` draws an image or a colour mesh (heatmaps, colorbars)."""
+    from matplotlib.collections import QuadMesh
+
+    return any(
+        ax.images or any(isinstance(c, QuadMesh) for c in ax.collections)
+        for ax in fig.axes
+    )
 
 
 def sharp_figures(scale: int = 2) -> None:

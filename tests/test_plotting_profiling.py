@@ -184,6 +184,21 @@ def test_sharp_png_has_twice_the_pixels_shown_at_the_figure_size():
     assert len(data) < 1.5 * len(one.getvalue())  # about as light as the 1x PNG
 
 
+def test_sharp_png_keeps_a_heatmaps_gradients():
+    # reader-1-5 X4: a 256-colour palette banded colorbars into ~30 steps
+    import io
+
+    from PIL import Image
+
+    fig = al.show_heatmaps(torch.rand(1, 1, 6, 8), xlabel="keys", ylabel="queries")
+    data, _ = al.sharp_png(fig)
+    image = Image.open(io.BytesIO(data))
+    assert image.mode == "RGB" and image.getcolors(256) is None  # > 256 colours
+    fig, axes = al.subplots(1, 1, figsize=(4, 2))
+    axes[0, 0].plot([0, 1, 2], [0, 1, 0])
+    assert Image.open(io.BytesIO(al.sharp_png(fig)[0])).mode == "P"  # a line plot
+
+
 def test_sharp_png_refuses_bad_arguments():
     fig, _ = al.subplots()
     for kwargs in ({"scale": 0}, {"scale": 1.5}, {"colors": 1}, {"colors": 300}):
