@@ -226,9 +226,9 @@ LABELS = {
     "done": "已完成",
     "next": "待计算",
     "only the current (b × b) tile of scores exists": "只存在当前这一个 (b × b) 分数分块",
-    "running state of query block $Q_1$": "查询块 $Q_1$ 的运行状态",
-    "running maximum": "运行最大值",
-    "running sum": "运行和",
+    "running state of query block $Q_1$": "查询块 $Q_1$ 的累积状态",
+    "running maximum": "当前最大值",
+    "running sum": "累加和",
     "unnormalised output": "未归一化输出",
     "for the tile $S_{12} = Q_1 K_2^\\top / \\sqrt{d}$:": "对分块 $S_{12} = Q_1 K_2^\\top / \\sqrt{d}$：",
     "after $K_3$:  $O_1 = acc\\, /\\, \\ell$,   lse $= m + \\log \\ell$": (
@@ -247,7 +247,7 @@ LABELS = {
         r"所占比例 $(n_b + 1)\,/\,2n_b$（$n_b$ = 8 个块），趋近于一半"
     ),
     # the chunks of the cache are 段, as in the chapter (块 is a query/key block there)
-    "Split-K decoding: attend to chunks of the cache in parallel, then merge": "分块 K 解码（Split-K）：对缓存的各段并行计算注意力，再合并",
+    "Split-K decoding: attend to chunks of the cache in parallel, then merge": "Split-K 解码：对缓存的各段并行计算注意力，再合并",
     "new query q": "新查询 q",
     "keys, values 0": "第 0 段的键和值",
     "keys, values 1": "第 1 段的键和值",
