@@ -31,5 +31,8 @@ class AttachmentImages(SphinxTransform):
 
 
 def setup(app):
+    app.setup_extension(
+        "course_links"
+    )  # book/_ext/course_links.py: no dead links on the site
     app.add_transform(AttachmentImages)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

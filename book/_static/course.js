@@ -225,6 +225,22 @@
     S.htmlToText.coursePlain = true;
   }
 
+  // 7. The sidebar's search field sticks to the top of the sidebar while its chapter list scrolls; the
+  //    sidebar's top padding above it then showed a half-cut line of the list. Once it is stuck, it covers
+  //    that strip (course.css: .course-stuck).
+  function coverAboveStickySearch() {
+    var side = document.querySelector(".bd-sidebar-primary");
+    var item = side && side.querySelector(".sidebar-primary-item:has(> .search-button-field)");
+    if (!item) return;
+    function update() {
+      var pad = parseFloat(getComputedStyle(side).paddingTop) || 0;
+      var top = item.getBoundingClientRect().top - side.getBoundingClientRect().top;
+      item.classList.toggle("course-stuck", side.scrollTop > 0 && top <= pad + 0.5);
+    }
+    side.addEventListener("scroll", update, { passive: true });
+    update();
+  }
+
   function ready(fn) {
     if (document.readyState !== "loading") fn();
     else document.addEventListener("DOMContentLoaded", fn);
@@ -239,6 +255,7 @@
     keepAnchorOnSwitch();
     closeDrawerOnChoice();
     plainSnippets();
+    coverAboveStickySearch();
     fitAll();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
       MathJax.startup.promise.then(wideMathTabStops);

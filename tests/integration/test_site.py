@@ -408,6 +408,35 @@ def test_search_stays_reachable_on_a_long_chapter(browser, site_url, width):
         context.close()
 
 
+def test_no_chapter_line_peeks_above_the_sidebar_search(browser, site_url):
+    """The sidebar scrolls to the current chapter (chapter 8); its sticky search field then
+    covers the sidebar's top padding too: no half-cut line of the list shows above it."""
+    context, page, problems = visit(browser, f"{site_url}/{CHAPTERS[7]}.html")
+    try:
+        page.wait_for_timeout(300)
+        above = page.evaluate(
+            """() => {
+                const side = document.querySelector('.bd-sidebar-primary');
+                side.scrollTop = Math.max(side.scrollTop, 200);
+                side.dispatchEvent(new Event('scroll'));
+                const r = side.getBoundingClientRect();
+                const pad = parseFloat(getComputedStyle(side).paddingTop);
+                const hits = [];
+                for (let y = r.top + 1; y < r.top + pad; y += 3) {
+                    for (let x = r.left + 20; x < r.right - 20; x += 20) {
+                        const e = document.elementFromPoint(x, y);
+                        if (e && e.closest('nav a, .bd-links')) hits.push(e.textContent.trim().slice(0, 30));
+                    }
+                }
+                return hits;
+            }"""
+        )
+        assert not above, f"chapter list visible above the sticky search: {above[:3]}"
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize("doc", [TOC["root"], CHAPTERS[0]])
 def test_phone_in_dark_mode(browser, site_url, doc):
     context, page, problems = visit(browser, f"{site_url}/{doc}.html", "dark", PHONE)

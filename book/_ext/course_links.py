@@ -1,0 +1,63 @@
+"""Sphinx: links on the site that would otherwise be dead.
+
+* The footer of the Chinese edition (``locales/zh_CN/config.yml``) writes the repository's
+  address as ``{repository_url}``; it is filled in from ``_config.yml``'s ``repository: url``
+  (Jupyter Book passes it to the theme as ``repository_url``).
+* The landing page's "Download the whole book (PDF)" links to ``attention-course.pdf`` at the
+  site's root, which only ``make pdf`` (and the pages workflow) writes. When the file is not
+  there, the link is written without its ``href`` (``data-course-pdf`` keeps the address and
+  ``hidden`` hides it), so a ``make book`` site has no dead link; ``tools/build_pdf.py`` turns
+  it back into a link when it copies the PDF into the site.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PDF = "attention-course.pdf"
+PDF_LINK = re.compile(r'<a href="((?:\.\./)+)' + re.escape(PDF) + r'"')
+
+
+def fill_repository_url(app, config) -> None:
+    options = config.html_theme_options or {}
+    footer = options.get("extra_footer")
+    url = options.get("repository_url")
+    if (
+        not url
+    ):  # the edition's overrides may replace the theme options Jupyter Book wrote
+        import yaml
+
+        with open(Path(app.srcdir) / "_config.yml", encoding="utf-8") as f:
+            url = yaml.safe_load(f)["repository"]["url"]
+    if footer and url and "{repository_url}" in footer:
+        options["extra_footer"] = footer.replace("{repository_url}", url)
+
+
+def site_root(app) -> Path:
+    """The root of the published site: _build/html for English, _build/html for the Chinese
+    edition too (it is built into _build/zh and copied to _build/html/zh)."""
+    if app.config.language and app.config.language != "en":
+        return Path(app.srcdir) / "_build" / "html" / "zh"
+    return Path(app.outdir)
+
+
+def pdf_link_only_when_present(app, pagename, templatename, context, doctree) -> None:
+    body = context.get("body") or ""
+    if PDF not in body:
+        return
+    page_dir = (site_root(app) / pagename).parent
+
+    def replace(match):
+        target = (page_dir / (match.group(1) + PDF)).resolve()
+        if target.exists():
+            return match.group(0)
+        return f'<a data-course-pdf="{match.group(1)}{PDF}" hidden'
+
+    context["body"] = PDF_LINK.sub(replace, body)
+
+
+def setup(app):
+    app.connect("config-inited", fill_repository_url)
+    app.connect("html-page-context", pdf_link_only_when_present)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
