@@ -230,9 +230,15 @@ class GroupedQueryAttention(nn.Module):
                 self.attention_weights = weights.detach()  # no autograd graph kept
             else:  # fused: SDPA, the shared heads never copied
                 out = fused_attention(
-                    q, k, v, valid_lens, mask,
-                    dropout_p=p, enable_gqa=Hkv != H, is_causal=is_causal,
-                )  # fmt: skip
+                    q,
+                    k,
+                    v,
+                    valid_lens,
+                    mask,
+                    dropout_p=p,
+                    enable_gqa=Hkv != H,
+                    is_causal=is_causal,
+                )
                 self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
