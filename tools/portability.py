@@ -201,7 +201,10 @@ def main() -> int:
     )
     parser.add_argument("--jobs", type=int, default=2, help="pytest-xdist workers")
     parser.add_argument(
-        "--timeout", type=int, default=1200, help="seconds per configuration"
+        "--timeout",
+        type=int,
+        default=2400,
+        help="seconds per configuration (a hang guard)",
     )
     parser.add_argument("--list", action="store_true", help="list the configurations")
     args = parser.parse_args()
