@@ -1,0 +1,250 @@
+"""Every chapter in real JupyterLab -- the README's own path -- as a learner opens it.
+
+The pinned JupyterLab (from .venv) is started on a free localhost port, without a token,
+in a temporary folder that holds copies of the chapters (no figures/ folder, as in a
+download: a notebook must carry its diagrams). Headless Chromium opens one notebook after
+another in the same JupyterLab page (no kernel is started: nothing is executed, the
+stored outputs are shown) and the test fails on
+
+* an image that did not load (``naturalWidth == 0``; JupyterLab renders no SVG cell
+  attachment, so the diagrams are PNG attachments),
+* raw markup: markdown that JupyterLab shows as text (``<details>``, ``![...](...)``, MyST's
+  ``{cite}`` or ``:::``),
+* an answer shown before the reader opens it: a solution (a ``hide-cell`` code cell) whose
+  code or output is visible, or an explanation (``<details class="explanation">``) that
+  is open or shows its text.
+
+nbconvert (tests/test_portable.py) renders attachments JupyterLab does not, which is why
+this test drives JupyterLab itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+JUPYTER = Path(sys.executable).parent / "jupyter"
+
+# Every cell rendered (JupyterLab 4 otherwise renders only the cells in view), no kernel
+# shut-down prompts, no announcements fetched from the network.
+SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
+        "windowingMode": "none",
+        "kernelShutdown": True,
+    },
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+# In the page: open one notebook (no kernel) and report what a learner sees.
+OPEN_AND_INSPECT = """async (path) => {
+    const app = window.jupyterapp;
+    const factory = app.docRegistry.getWidgetFactory('Notebook');
+    factory._preferKernel = false;  // show the stored outputs; start no kernel
+    factory._canStartKernel = false;
+    await app.commands.execute('application:close-all');
+    const widget = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
+    await widget.context.ready;
+    await widget.revealed;
+    const notebook = widget.content;
+    const cells = notebook.widgets;
+    // markdown rendered and images decoded (attachments become blob: URLs)
+    const deadline = Date.now() + 20000;
+    const pending = () => cells.filter(c => c.model.type === 'markdown' && !c.rendered).length
+        + [...notebook.node.querySelectorAll('img')].filter(i => !i.complete).length;
+    while (pending() && Date.now() < deadline) await new Promise(r => setTimeout(r, 100));
+    await new Promise(r => setTimeout(r, 200));
+    // checkVisibility: false inside a closed <details> (its content is content-visibility:
+    // hidden, yet still laid out) and under display: none
+    const visible = (e) => !!e && e.checkVisibility({contentVisibilityAuto: true,
+                                                     visibilityProperty: true});
+    const images = [...notebook.node.querySelectorAll('img')].map(i => ({
+        src: (i.getAttribute('src') || '').slice(0, 40), alt: (i.alt || '').slice(0, 40),
+        ok: i.complete && i.naturalWidth > 0}));
+    const raw = [];
+    const shown = [];
+    cells.forEach((cell, index) => {
+        if (cell.model.type === 'markdown') {
+            const text = cell.node.querySelector('.jp-RenderedMarkdown')?.innerText || '';
+            for (const bad of ['<details', '</details', '<summary', '![', '](attachment:',
+                               '{cite}', ':::', '```{']) {
+                if (text.includes(bad)) raw.push({index, bad, text: text.slice(0, 80)});
+            }
+            cell.node.querySelectorAll('details').forEach(d => {
+                const body = [...d.children].filter(c => c.tagName !== 'SUMMARY');
+                if (d.open || body.some(visible)) {
+                    shown.push({index, what: 'explanation', text: d.innerText.slice(0, 80)});
+                }
+            });
+        }
+        const tags = cell.model.getMetadata('tags') || [];
+        if (cell.model.type === 'code' && tags.includes('hide-cell')) {
+            const code = cell.node.querySelector('.jp-InputArea-editor');
+            const outputs = [...cell.node.querySelectorAll('.jp-OutputArea-output')];
+            if (visible(code)) shown.push({index, what: 'solution code'});
+            if (outputs.some(visible)) {
+                shown.push({index, what: 'solution output',
+                            text: outputs.map(o => o.innerText).join(' ').slice(0, 80)});
+            }
+        }
+    });
+    return {cells: cells.length, images, raw, shown,
+            unrendered: cells.filter(c => c.model.type === 'markdown' && !c.rendered).length};
+}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """The pinned JupyterLab serving copies of the chapters; yields its URL."""
+    home = tmp_path_factory.mktemp("jupyterlab")
+    work = home / "chapters"
+    work.mkdir()
+    for path in CHAPTERS:
+        shutil.copy(path, work / path.name)
+    settings = home / "settings"
+    for name, values in SETTINGS.items():
+        target = settings / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(values))
+    # Formulas are not what this test checks: JupyterLab's MathJax, the bulk of its work
+    # on a chapter, is switched off (the markdown still renders; math stays TeX).
+    labconfig = home / "config" / "labconfig"
+    labconfig.mkdir(parents=True)
+    (labconfig / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/mathjax-extension": True}})
+    )
+    port = free_port()
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+    }
+    log = open(home / "jupyterlab.log", "w")
+    server = subprocess.Popen(
+        [
+            str(JUPYTER),
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--ServerApp.disable_check_xsrf=True",
+            f"--ServerApp.root_dir={work}",
+            "--LabApp.expose_app_in_browser=True",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.news_url=None",
+            "--LabApp.extension_manager=readonly",  # no PyPI look-ups
+            "--allow-root",  # CI containers run as root
+        ],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        "JupyterLab did not start:\n"
+                        + (home / "jupyterlab.log").read_text()[-2000:]
+                    )
+                time.sleep(0.3)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def test_every_chapter_in_jupyterlab(browser, jupyterlab):
+    started = time.monotonic()
+    version = subprocess.run(
+        [str(JUPYTER), "lab", "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    pinned = [
+        line.split("==")[1].strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("jupyterlab==")
+    ]
+    assert pinned == [version], (
+        f"JupyterLab {version} runs, requirements.txt pins {pinned}"
+    )
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    problems = []
+    page = context.new_page()
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error"
+            and "render" in m.text.lower()
+            and problems.append(f"console error: {m.text[:200]}")
+        ),
+    )
+    try:
+        page.goto(f"{jupyterlab}/lab?reset", wait_until="load", timeout=60_000)
+        page.wait_for_function(
+            "() => window.jupyterapp && window.jupyterapp.started", timeout=60_000
+        )
+        page.evaluate("() => window.jupyterapp.restored")
+        for path in CHAPTERS:
+            seen = page.evaluate(OPEN_AND_INSPECT, path.name)
+            if os.environ.get("COURSE_JLAB_DEBUG"):
+                print(
+                    path.name, round(time.monotonic() - started, 1), seen["images"][:3]
+                )
+            name = path.name
+            assert seen["cells"] > 10, f"{name}: JupyterLab shows {seen['cells']} cells"
+            if seen["unrendered"]:
+                problems.append(
+                    f"{name}: {seen['unrendered']} markdown cells not rendered"
+                )
+            broken = [i for i in seen["images"] if not i["ok"]]
+            if broken:
+                problems.append(f"{name}: images that did not load: {broken[:3]}")
+            if not any(
+                i["ok"] and i["src"].startswith(("blob:", "data:image/png"))
+                for i in seen["images"]
+            ):
+                problems.append(f"{name}: no diagram shown: {seen['images'][:4]}")
+            if seen["raw"]:
+                problems.append(f"{name}: raw markup shown: {seen['raw'][:3]}")
+            if seen["shown"]:
+                problems.append(
+                    f"{name}: answers shown before opened: {seen['shown'][:3]}"
+                )
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
