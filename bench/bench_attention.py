@@ -367,7 +367,9 @@ def decode_arms(num_kv_heads: int = HKV, T: int = DECODE_T) -> dict:
 
     def cached_fast():
         with torch.inference_mode():
-            y = fast(x1, x1, x1, is_causal=True, kv_cache=fast_cache, need_weights=False)
+            y = fast(
+                x1, x1, x1, is_causal=True, kv_cache=fast_cache, need_weights=False
+            )
         fast_cache.crop(T)
         return y
 
