@@ -11,8 +11,8 @@ the text explains it, the explanation right after it. This script sets
   paragraph (the continuation of the exercise's list item, as chapters write it) gets that
   paragraph wrapped in ``<details class="explanation"><summary>Explanation of the
   solution</summary> ... </details>``, which JupyterLab, Colab, nbconvert and the website
-  all show closed. The text itself is unchanged (its message in the Chinese catalog too); the
-  rest of the cell (usually the next exercise) stays as it is.
+  all show closed. The text itself is unchanged, indentation included (so its message in the
+  Chinese catalog is too); the rest of the cell (usually the next exercise) stays as it is.
 
 Nothing else changes (no code, no output), and running it twice changes nothing.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import textwrap
 from pathlib import Path
 
 import nbformat
@@ -57,7 +56,9 @@ def split_explanation(source: str) -> tuple[str, str]:
         end = i + 1
     explanation = "\n".join(lines[:end]).strip("\n")
     rest = "\n".join(lines[end:]).lstrip("\n")
-    return textwrap.dedent(explanation), rest
+    # Kept as written, indentation included: the Chinese catalog's message is the paragraph
+    # with its line breaks and indentation, so a dedented copy would lose its translation.
+    return explanation, rest
 
 
 def hide(nb) -> bool:
