@@ -8,13 +8,16 @@ vector drawing ``chapters/figures/<name>.svg`` (book/_ext/course_attachments.py)
 files are drawn by ``tools/make_diagrams.py`` (``NAME.png`` at 2x density next to
 ``NAME.svg``); this script
 
-* rewrites an older reference ``attachment:NAME.svg`` to ``attachment:NAME.png``,
+* rewrites an older reference ``attachment:NAME.svg`` to ``attachment:NAME.png``, in the
+  notebooks and in the translation catalogs (``locales/*/LC_MESSAGES/**/*.po``: a diagram's
+  markdown image is a message, so its English and its translation name the same file),
 * copies the PNG into the cells that refer to it, and
 * drops attachments no cell refers to.
 
 It changes nothing else (no code, no output), and running it twice changes nothing.
 
-Usage: python tools/embed_diagrams.py [--check] [NOTEBOOK ...]   (default: chapters/*.ipynb)
+Usage: python tools/embed_diagrams.py [--check] [NOTEBOOK.ipynb | CATALOG.po ...]
+       (default: chapters/*.ipynb and locales/*/LC_MESSAGES/**/*.po)
 With --check nothing is written; the exit status is 1 if a notebook is out of date.
 """
 
@@ -77,13 +80,30 @@ def embed(path: Path, check: bool) -> bool:
     return changed
 
 
+def png_catalog(path: Path, check: bool) -> bool:
+    """Rewrite ``attachment:NAME.svg`` to ``NAME.png`` in a catalog (msgid and msgstr alike);
+    return True if it was (or, with check, would be) changed."""
+    text = path.read_text(encoding="utf-8")
+    fixed = png_references(text)
+    if fixed != text and not check:
+        path.write_text(fixed, encoding="utf-8")
+    return fixed != text
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args()
-    paths = args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb"))
-    stale = [p for p in paths if embed(p, args.check)]
+    paths = args.notebooks or [
+        *sorted((ROOT / "chapters").glob("*.ipynb")),
+        *sorted((ROOT / "locales").glob("*/LC_MESSAGES/**/*.po")),
+    ]
+    stale = [
+        p
+        for p in paths
+        if (png_catalog(p, args.check) if p.suffix == ".po" else embed(p, args.check))
+    ]
     for p in stale:
         print(("out of date: " if args.check else "embedded: ") + str(p))
     return 1 if (args.check and stale) else 0
