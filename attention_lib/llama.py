@@ -287,6 +287,7 @@ class RotaryAttention(GroupedQueryAttention):
         self.rope, self.window, self.sinks = rope, window, sinks
 
     def forward(self, x, kv_cache=None, need_weights: bool = False):
+        """``x (B, T, E)`` -> ``(B, T, E)`` (see the class docstring)."""
         if (
             not isinstance(x, torch.Tensor)
             or x.dim() != 3
@@ -383,7 +384,7 @@ class LlamaModel(nn.Module):
     tokens continue what the caches hold. ``generate`` decodes greedily.
 
     Weights: :meth:`load_hf_state_dict` (a transformers ``LlamaForCausalLM`` /
-    ``MistralForCausalLM`` state dict) or :func:`attention_lib.gguf.load_gguf`.
+    ``MistralForCausalLM`` state dict) or :meth:`attention_lib.GGUFFile.model`.
     """
 
     def __init__(self, config: LlamaConfig):
@@ -424,6 +425,7 @@ class LlamaModel(nn.Module):
             block.attention.window, block.attention.sinks = window, sinks
 
     def forward(self, tokens, kv_caches=None, need_weights: bool = False):
+        """``tokens (B, T)`` -> logits ``(B, T, V)`` (see the class docstring)."""
         if (
             not isinstance(tokens, torch.Tensor)
             or tokens.dim() != 2
