@@ -255,6 +255,16 @@ LABELS = {
     "keys, values 3": "第 3 段的键和值",
     "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c):  exact": "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c)：结果精确",
     "the cache of T tokens, split into 4 chunks (each attended independently)": "T 个词元的缓存，分成 4 段（各段独立计算注意力）",
+    # -- chapter 12
+    "What one token leaves in the cache of one layer": "一个词元在一层的缓存中留下什么",
+    "H = 4 query heads of width d": "H = 4 个宽度为 d 的查询头",
+    "numbers": "数的个数",
+    r"latent $c$": r"潜在向量 $c$",
+    r"every head rebuilds its key and value from $c$:": r"每个头从 $c$ 重建自己的键和值：",
+    r"$k_h = W_{UK,h}\, c$, $v_h = W_{UV,h}\, c$; $k^R$ carries the positions": (
+        r"$k_h = W_{UK,h}\, c$，$v_h = W_{UV,h}\, c$；$k^R$ 携带位置"
+    ),
+    "latent (MLA)": "潜在向量（MLA）",
 }
 
 KEEP = [
@@ -298,4 +308,8 @@ KEEP = [
     "acc",
     "o, lse",
     "merge_attention",
+    # -- chapter 12: the knobs, as in the code and the text
+    "MLA",
+    "Hkv = H = 4",
+    "r = 2d, dr = d/2",
 ]
