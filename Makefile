@@ -6,13 +6,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test unit notebooks portability book translations pdf execute diagrams bench clean browser-deps
+.PHONY: help setup test unit notebooks portability book translations zh-notebooks pdf execute diagrams bench clean browser-deps
 
 help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
 	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~25 min)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
+	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs"
 	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
@@ -32,6 +33,9 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 setup: $(STAMP)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# The Chinese notebooks run the English code cells unchanged (tests/test_zh_notebooks.py checks that):
+# nbval runs each chapter once, in English.
+NBVAL += --ignore=chapters/zh_CN
 # Notebooks run single-threaded, both when their outputs are stored (make execute) and when nbval re-runs
 # them: float reductions then do not depend on the machine's core count, and two nbval workers do not
 # oversubscribe two cores (tiny-tensor loops slow down many times under OpenMP contention).
@@ -125,6 +129,12 @@ translations: $(STAMP)
 	$(PY) tools/build_book.py gettext
 	$(PY) tools/build_book.py update-po
 	$(PY) tools/check_translations.py || true
+	@echo "then, once every message is translated: make zh-notebooks (chapters/zh_CN/, checked by make test)"
+
+# The Chinese notebooks chapters/zh_CN/NN_name.ipynb: the English notebook's code cells and outputs with
+# the catalogs' Chinese markdown and Chinese diagrams (tools/make_zh_notebooks.py; --check in make test).
+zh-notebooks: $(STAMP)
+	$(PY) tools/make_zh_notebooks.py
 
 # The whole book as one PDF: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
 # Not part of `make test` (it takes longer than the test budget allows).

@@ -64,10 +64,11 @@ def draw_all(
             )
             draw(path)
             paths.append(path)
-            if language is None and suffix == ".svg":
+            if suffix == ".svg":
                 # The notebooks' attachments: JupyterLab shows no SVG attachment, so a
                 # notebook carries NAME.png (2x density, tools/diagrams/style.py); the
-                # website shows NAME.svg (book/_ext/course_attachments.py).
+                # website shows NAME.svg (book/_ext/course_attachments.py). The Chinese
+                # notebooks (tools/make_zh_notebooks.py) carry NAME.zh_CN.png.
                 draw(path.with_suffix(".png"))
                 paths.append(path.with_suffix(".png"))
     style.use_language(None)

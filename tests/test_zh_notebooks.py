@@ -1,0 +1,92 @@
+"""The Chinese notebooks (chapters/zh_CN/, tools/make_zh_notebooks.py) are what the English
+notebooks and the Chinese catalogs make now: an English edit or a new translation without
+`make zh-notebooks` fails here, naming the stale notebook."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import make_zh_notebooks as zh  # noqa: E402
+
+
+def test_every_chinese_notebook_is_current(capsys):
+    code = zh.main(["--check"])
+    assert code == 0, capsys.readouterr().err
+
+
+def test_one_chinese_notebook_per_chapter():
+    chapters = {p.name for p in zh.chapters_in_toc()}
+    written = {p.name for p in zh.OUT.glob("*.ipynb")}
+    assert written == chapters, (
+        f"chapters/zh_CN/ should hold exactly the chapters of _toc.yml: "
+        f"missing {sorted(chapters - written)}, extra {sorted(written - chapters)}"
+    )
+
+
+def test_chinese_notebook_keeps_code_outputs_and_metadata():
+    english = zh.chapters_in_toc()[0]
+    chinese = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
+    original = json.loads(english.read_text(encoding="utf-8"))
+    assert len(chinese["cells"]) == len(original["cells"])
+    for en, cn in zip(original["cells"], chinese["cells"]):
+        assert cn["cell_type"] == en["cell_type"]
+        if en["cell_type"] == "code":
+            assert cn["source"] == en["source"]
+            assert cn["outputs"] == en["outputs"]
+            assert cn["metadata"].get("jupyter") == en["metadata"].get("jupyter")
+            assert cn["metadata"].get("tags") == en["metadata"].get("tags")
+    text = "".join("".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown")
+    assert "第 1 章" in text  # the title, translated
+    names = {n for c in chinese["cells"] for n in (c.get("attachments") or {})}
+    assert names and all(n.endswith(".zh_CN.png") for n in names), names
+
+
+CATALOG = {
+    "A paragraph on two lines.": "两行的段落。",
+    "1.1 A heading": "1.1 标题",
+    "first item": "第一项",
+    "second, with `code`": "第二项，含 `code`",
+    "x": "x",
+    "a | b": "甲 | 乙",
+    "left": "左",
+    "Quoted text.": "引用的文字。",
+}
+
+
+def test_markdown_blocks_are_translated_in_place():
+    source = (
+        "## 1.1 A heading\n\nA paragraph\non two lines.\n\n$$\na = b\n$$\n\n"
+        "- first item\n- second,\n  with `code`\n\n| x | left |\n|---|---|\n| x | a \\| b |\n\n"
+        "> Quoted\n> text.\n\n<details>\n<summary>Show</summary>\n</details>\n"
+    )
+    catalog = dict(CATALOG)
+    catalog["a \\| b"] = "甲 \\| 乙"
+    out = zh.translate_markdown(source, catalog, "test", zh.parser())
+    assert out == (
+        "## 1.1 标题\n\n两行的段落。\n\n$$\na = b\n$$\n\n"
+        "- 第一项\n- 第二项，含 `code`\n\n| x | 左 |\n|---|---|\n| x | 甲 \\| 乙 |\n\n"
+        "> 引用的文字。\n\n<details>\n<summary>Show</summary>\n</details>\n"
+    )
+
+
+def test_untranslated_text_stops_the_tool_and_names_it():
+    with pytest.raises(zh.MissingTranslation, match=r"(?s)chapters/99_x.*Not in the catalog"):
+        zh.translate_markdown("Not in the catalog.\n", CATALOG, "chapters/99_x", zh.parser())
+    with pytest.raises(zh.MissingTranslation, match="not translated"):
+        zh.translate_markdown("Fuzzy.\n", {"Fuzzy.": None}, "chapters/99_x", zh.parser())
+
+
+def test_a_stale_notebook_fails_the_check(tmp_path, monkeypatch, capsys):
+    english = zh.chapters_in_toc()[0]
+    stale = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
+    stale["cells"][0]["source"] = ["# 旧的标题\n"]
+    (tmp_path / english.name).write_text(zh.dumps(stale), encoding="utf-8")
+    monkeypatch.setattr(zh, "OUT", tmp_path)
+    assert zh.main(["--check", str(english)]) == 1
+    assert english.name in capsys.readouterr().err
+    assert zh.main([str(english)]) == 0  # rewritten
+    assert zh.main(["--check", str(english)]) == 0

@@ -1,0 +1,261 @@
+"""The Chinese notebooks: chapters/zh_CN/NN_name.ipynb, written from the English notebook and
+its catalog locales/zh_CN/LC_MESSAGES/chapters/NN_name.po (the same translations the Chinese
+website shows; nothing is translated twice).
+
+    python tools/make_zh_notebooks.py            write every chapter of _toc.yml (make zh-notebooks)
+    python tools/make_zh_notebooks.py --check    exit 1 if a committed Chinese notebook is stale
+    python tools/make_zh_notebooks.py chapters/03_masked_softmax.ipynb   one chapter
+
+What changes, and what does not:
+
+* markdown cells: every message the gettext builder extracted (a paragraph, a heading, a list
+  item's paragraph, a table cell, a diagram's markdown image) is replaced by its translation.
+  The cell is parsed with MyST's own markdown-it parser, configured as Jupyter Book configures
+  it, so a block's msgid here is the msgid Sphinx wrote (the block's inline source, lines joined
+  by a space). Display math, code, raw HTML (``<details>``) and everything else that is not a
+  message stays as written. A message without a translation (empty or fuzzy) stops the tool,
+  naming the page and the text: run ``make translations`` and translate it first.
+* diagrams: ``attachment:NAME.png`` (or ``.svg``) becomes ``attachment:NAME.zh_CN.png``, with the Chinese
+  drawing chapters/figures/NAME.zh_CN.png as the cell's attachment.
+* links to another chapter (``NN_name.ipynb``) stay relative: beside each other in
+  chapters/zh_CN/ they open the Chinese sibling. Links to the book's other pages
+  (``../book/setup.md``) get one more ``../``.
+* code cells: source, outputs and metadata exactly as in English (nbval checks the English
+  notebook; a Chinese notebook runs the same code and prints the same numbers), except a plot's
+  alt text (``mystnb: image: alt:``), which is a message of the catalog too.
+* cell metadata (collapsed solutions: ``jupyter.outputs_hidden``, ``cellView``, tags) is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCALE = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
+OUT = ROOT / "chapters" / "zh_CN"
+FIGURES = ROOT / "chapters" / "figures"
+ATTACHMENT = re.compile(r"attachment:([\w-]+)\.(?:png|svg)")
+# A relative link out of chapters/ (to ../book/..., ../attention_lib/...): one level deeper now.
+PARENT_LINK = re.compile(r"\]\(\.\./")
+
+
+class MissingTranslation(Exception):
+    pass
+
+
+def shown(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+
+
+def chapters_in_toc() -> list[Path]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node and str(node["file"]).startswith("chapters/"):
+                files.append(ROOT / f"{node['file']}.ipynb")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(toc)
+    return files
+
+
+def parser():
+    """MyST's markdown-it, with Jupyter Book's default extensions (_config.yml adds none)."""
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
+    from markdown_it.renderer import RendererHTML
+
+    config = yaml.safe_load(
+        (ROOT / "_config.yml").read_text(encoding="utf-8")
+    ).get("parse", {}) or {}
+    extensions = config.get(
+        "myst_enable_extensions",
+        ["colon_fence", "dollarmath", "linkify", "substitution", "tasklist"],
+    )
+    return create_md_parser(
+        MdParserConfig(enable_extensions=set(extensions)), RendererHTML
+    )
+
+
+def read_catalog(po: Path) -> dict[str, str | None]:
+    """msgid -> msgstr; None for a message not (or not finally) translated."""
+    from babel.messages.pofile import read_po
+
+    with open(po, "rb") as f:
+        catalog = read_po(f, locale="zh_CN")
+    messages = {}
+    for message in catalog:
+        if not message.id:
+            continue
+        text = message.string if not message.fuzzy else ""
+        messages[message.id] = text or None
+    return messages
+
+
+def msgid(content: str) -> str:
+    return content.replace("\n", " ").strip()
+
+
+def translate(messages, page: str, text: str) -> str:
+    key = msgid(text)
+    if key not in messages:
+        raise MissingTranslation(
+            f"{page}: no message in the catalog for this text (run make translations):\n    {key[:300]}"
+        )
+    if messages[key] is None:
+        raise MissingTranslation(
+            f"{page}: message not translated (empty or fuzzy):\n    {key[:300]}"
+        )
+    return messages[key]
+
+
+def translate_markdown(source: str, messages, page: str, md) -> str:
+    lines = source.split("\n")
+    tokens = md.parse(source)
+    replacements = []  # (first line, last line (exclusive), new lines)
+    stack = []
+    cells = {}  # table row's line -> {column: translation}
+    column = -1
+    for token in tokens:
+        if token.type == "tr_open":
+            column = -1
+        if token.type in ("th_open", "td_open"):
+            column += 1
+        if token.nesting == 1:
+            stack.append(token)
+        elif token.nesting == -1:
+            stack.pop()
+        if token.type != "inline" or not token.content.strip():
+            continue
+        parent = stack[-1] if stack else None
+        mapped = next((t for t in reversed(stack) if t.map is not None), None)
+        if parent is None or mapped is None:
+            raise MissingTranslation(f"{page}: cannot locate {token.content[:80]!r}")
+        start, end = mapped.map
+        new = translate(messages, page, token.content)
+        if parent.type in ("th_open", "td_open"):
+            # a table row is one line; its cells are replaced by position (the same text
+            # can be in two cells), after the loop
+            cells.setdefault(start, {})[column] = new
+            continue
+        if parent.type not in ("paragraph_open", "heading_open"):
+            raise MissingTranslation(f"{page}: unexpected block {parent.type}: {token.content[:80]!r}")
+        first = lines[start]
+        body = token.content.split("\n")[0]
+        at = first.find(body)
+        if at < 0:
+            raise MissingTranslation(f"{page}: cannot place the translation of {body[:80]!r}")
+        prefix = first[:at]
+        if parent.type == "heading_open" and re.match(r"^\s*#+\s*$", prefix) is None:
+            raise MissingTranslation(f"{page}: setext heading not supported: {body[:80]!r}")
+        # Continuation lines of a paragraph inside a block quote keep their "> " markers: the
+        # translation is one line, so only the first line's prefix is needed.
+        replacements.append((start, end, [prefix + new]))
+    for start, columns in cells.items():
+        parts = re.split(r"(?<!\\)\|", lines[start])
+        first = 1 if parts[0].strip() == "" else 0
+        for column, new in columns.items():
+            parts[first + column] = " " + re.sub(r"(?<!\\)\|", r"\\|", new) + " "
+        lines[start] = "|".join(parts)
+    for start, end, new in sorted(replacements, key=lambda r: r[0], reverse=True):
+        lines[start:end] = new
+    return "\n".join(lines)
+
+
+def zh_attachments(source: str, page: str) -> dict:
+    attachments = {}
+    for name in sorted(set(ATTACHMENT.findall(source))):
+        png = FIGURES / f"{name}.zh_CN.png"
+        if not png.exists():
+            raise MissingTranslation(
+                f"{page}: no Chinese drawing {png.relative_to(ROOT)} (run make diagrams)"
+            )
+        attachments[f"{name}.zh_CN.png"] = {
+            "image/png": base64.b64encode(png.read_bytes()).decode("ascii")
+        }
+    return attachments
+
+
+def source_lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def chinese_notebook(path: Path, md=None) -> dict:
+    md = md or parser()
+    page = path.relative_to(ROOT).with_suffix("").as_posix()
+    po = LOCALE / f"{page}.po"
+    if not po.exists():
+        raise MissingTranslation(f"{page}: no catalog {po.relative_to(ROOT)}")
+    messages = read_catalog(po)
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    zh = copy.deepcopy(notebook)
+    for cell in zh["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown":
+            text = translate_markdown(source, messages, page, md)
+            if cell.get("attachments"):
+                text = ATTACHMENT.sub(r"attachment:\1.zh_CN.png", text)
+                cell["attachments"] = zh_attachments(source, page)
+            text = PARENT_LINK.sub("](../../", text)
+            cell["source"] = source_lines(text)
+        elif cell["cell_type"] == "code":
+            image = cell.get("metadata", {}).get("mystnb", {}).get("image", {})
+            if image.get("alt"):
+                image["alt"] = translate(messages, page, image["alt"])
+    zh.setdefault("metadata", {})["language_info"] = notebook.get("metadata", {}).get(
+        "language_info", {}
+    )
+    return zh
+
+
+def dumps(notebook: dict) -> str:
+    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    paths = [ROOT / a if not Path(a).is_absolute() else Path(a) for a in argv if a != "--check"]
+    paths = paths or chapters_in_toc()
+    md = parser()
+    stale, failed = [], []
+    for path in paths:
+        target = OUT / path.name
+        try:
+            text = dumps(chinese_notebook(path, md))
+        except MissingTranslation as error:
+            failed.append(str(error))
+            continue
+        if check:
+            if not target.exists() or target.read_text(encoding="utf-8") != text:
+                stale.append(shown(target))
+        elif not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            print("wrote", shown(target))
+    for error in failed:
+        print(error, file=sys.stderr)
+    if stale:
+        print(
+            "stale Chinese notebooks (run make zh-notebooks and commit them):\n    "
+            + "\n    ".join(stale),
+            file=sys.stderr,
+        )
+    return 1 if stale or failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
