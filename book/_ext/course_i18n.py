@@ -103,4 +103,6 @@ def setup(app):
     app.add_transform(TranslateTocCaptions)
     app.add_config_value("course_cell_prompts", {}, "env", types=[dict])
     app.add_transform(TranslateCellPrompts)
+    # Chinese pages launch and download the Chinese notebooks (chapters/zh_CN/)
+    app.setup_extension("course_zh_notebooks")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

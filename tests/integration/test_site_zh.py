@@ -157,3 +157,28 @@ def test_chinese_search_finds_the_chapter(browser, site_url, word, doc):
         assert not problems, "\n".join(problems)
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("doc", CHAPTERS)
+def test_chinese_page_runs_the_chinese_notebook(doc):
+    """The Chinese page's Colab and Binder buttons open chapters/zh_CN/ (the Chinese notebook,
+    tools/make_zh_notebooks.py), its .ipynb download is that notebook, and the English page's
+    buttons still open the English one (book/_ext/course_zh_notebooks.py)."""
+    name = doc.split("/")[-1]
+    html = (ZH / f"{doc}.html").read_text(encoding="utf-8")
+    launch = re.findall(r'href="(https://(?:colab|mybinder)[^"]+)"', html)
+    assert len(launch) == 2 and all(
+        u.endswith(f"chapters/zh_CN/{name}.ipynb") for u in launch
+    ), launch
+    english = (HTML / f"{doc}.html").read_text(encoding="utf-8")
+    assert "zh_CN" not in " ".join(
+        re.findall(r'href="(https://(?:colab|mybinder)[^"]+)"', english)
+    )
+    download = ZH / "_sources" / f"{doc}.ipynb"
+    assert download.read_bytes() == (ROOT / "chapters" / "zh_CN" / f"{name}.ipynb").read_bytes()
+
+
+def test_chinese_landing_page_opens_the_chinese_notebook():
+    html = (ZH / "book" / "intro.html").read_text(encoding="utf-8")
+    colab = re.findall(r'href="(https://colab[^"]+)"', html)
+    assert colab and all("/chapters/zh_CN/" in u for u in colab), colab
