@@ -14,8 +14,8 @@ from torch import nn
 import attention_lib as al
 
 transformers = pytest.importorskip("transformers")
-from transformers import DeepseekV3Config, DeepseekV3ForCausalLM  # noqa: E402
-from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds  # noqa: E402
+from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+from transformers.models.deepseek_v3 import modeling_deepseek_v3 as hf_ds
 
 YARN = {
     "rope_type": "yarn",
@@ -111,7 +111,10 @@ def hf_rmsnorm_in_input_dtype(monkeypatch):
 
 
 TOKENS = torch.randint(0, V, (2, 11), generator=torch.Generator().manual_seed(1))
-TOL = {torch.float32: dict(atol=2e-5, rtol=2e-5), torch.float64: dict(atol=1e-11, rtol=0)}
+TOL = {
+    torch.float32: dict(atol=2e-5, rtol=2e-5),
+    torch.float64: dict(atol=1e-11, rtol=0),
+}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -132,13 +135,19 @@ def test_logits_equal_transformers(name, dtype, hf_rmsnorm_in_input_dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name", ["q_lora, interleaved", "yarn x40"])
-def test_cached_greedy_tokens_equal_transformers(name, dtype, hf_rmsnorm_in_input_dtype):
+def test_cached_greedy_tokens_equal_transformers(
+    name, dtype, hf_rmsnorm_in_input_dtype
+):
     hf = hf_model(name, dtype, seed=3)
     ours = ours_from(hf, name, dtype)
     prompt = TOKENS[:, :5]
     with torch.no_grad():
         want = hf.generate(
-            prompt, max_new_tokens=12, do_sample=False, pad_token_id=0, eos_token_id=None
+            prompt,
+            max_new_tokens=12,
+            do_sample=False,
+            pad_token_id=0,
+            eos_token_id=None,
         )
         logits = hf(want).logits[:, 4:-1]  # the logits each greedy step chose from
     top2 = logits.topk(2, dim=-1).values
@@ -181,7 +190,9 @@ def _wrong_part_queries(self, X, positions):
     return q_nope, self.rope(q_rope, positions)
 
 
-@pytest.mark.parametrize("slip", ["no mscale^2", "rope on the wrong part", "half layout"])
+@pytest.mark.parametrize(
+    "slip", ["no mscale^2", "rope on the wrong part", "half layout"]
+)
 def test_slips_break_the_match(slip, hf_rmsnorm_in_input_dtype):
     name = "yarn x40"
     dtype = torch.float64
@@ -246,9 +257,11 @@ def test_absorbed_weights_equal_naive_weights_and_masks():
     torch.testing.assert_close(mla.attention_weights, wa, atol=1e-12, rtol=0)
     assert wa.shape == (2, H, 6, 6)
     # the masks mean what they mean for the other layers: True = keep, causal, lengths
-    mask = keep & al.causal_mask(6) & (torch.arange(6) < valid_lens[:, None, None])[
-        :, None
-    ]
+    mask = (
+        keep
+        & al.causal_mask(6)
+        & (torch.arange(6) < valid_lens[:, None, None])[:, None]
+    )
     torch.testing.assert_close(mla(X, mask=mask), a, atol=1e-12, rtol=0)
     assert (wa[~mask.expand_as(wa)] == 0).all()
     fused = mla(X, valid_lens, keep, is_causal=True, need_weights=False, absorb=True)
@@ -289,7 +302,9 @@ def test_mla_cache_bytes():
     # the same bytes as GQA with (r + dr) / 2d = 2.25 heads of 128
     assert al.mla_cache_bytes(61, 512, 64, 1) * 4 == al.kv_cache_bytes(61, 9, 128, 1)
     assert type(al.mla_cache_bytes(1, 2, 2, 3)) is int
-    with pytest.raises(ValueError, match="expected seq_len to be a non-negative integer"):
+    with pytest.raises(
+        ValueError, match="expected seq_len to be a non-negative integer"
+    ):
         al.mla_cache_bytes(1, 2, 2, 4096.0)
     with pytest.raises(ValueError, match="kv_lora_rank .* got -1"):
         al.mla_cache_bytes(1, -1, 2, 3)
@@ -302,7 +317,10 @@ def test_bad_input_raises_and_changes_nothing():
     mla(X, is_causal=True, kv_cache=cache)
     latent = cache.latent.clone()
     bad_calls = [
-        (dict(X=torch.randn(2, 4, E + 1, dtype=torch.float64)), "expected last dimension"),
+        (
+            dict(X=torch.randn(2, 4, E + 1, dtype=torch.float64)),
+            "expected last dimension",
+        ),
         (dict(X=torch.randn(4, E, dtype=torch.float64)), "expected a 3-D tensor"),
         (dict(X=X[:, :1], mask=torch.ones(1, 4, dtype=torch.bool)), "mask"),
         (dict(X=X[:, :1], mask=torch.ones(2, 1, 5, dtype=torch.bool)), "3-D"),
@@ -338,8 +356,17 @@ def test_a_failure_inside_restores_the_cache(monkeypatch):
 
 
 def test_decoder_checks_its_input():
-    model = al.LatentDecoder(V, E, 1, 16, num_heads=H, kv_lora_rank=R,
-                             qk_nope_head_dim=DN, qk_rope_head_dim=DR, v_head_dim=DV)
+    model = al.LatentDecoder(
+        V,
+        E,
+        1,
+        16,
+        num_heads=H,
+        kv_lora_rank=R,
+        qk_nope_head_dim=DN,
+        qk_rope_head_dim=DR,
+        v_head_dim=DV,
+    )
     with pytest.raises(ValueError, match="expected ids in 0..60"):
         model(torch.tensor([[V]]))
     with pytest.raises(ValueError, match="integer tensor"):
