@@ -105,4 +105,6 @@ def setup(app):
     app.add_transform(TranslateCellPrompts)
     # Chinese pages launch and download the Chinese notebooks (chapters/zh_CN/)
     app.setup_extension("course_zh_notebooks")
+    # the theme's strings (menus, tooltips, footer) in Chinese too
+    app.setup_extension("course_zh_theme")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -184,11 +184,28 @@
     });
   }
 
-  // 4. Both editions keep the English section ids, so the other edition's page has the same #anchor.
+  // 4. Both editions keep the English section ids, so the other edition's page has the same #anchor: the
+  //    section the reader is in (the last one whose heading is above the top of the window, also after
+  //    plain scrolling), else the URL's own anchor.
+  function currentSection() {
+    var here = null;
+    document.querySelectorAll(".bd-article section[id]").forEach(function (section) {
+      var heading = section.querySelector("h1, h2, h3, h4, h5, h6");
+      if (heading && heading.getBoundingClientRect().top < 1) here = section.id;
+    });
+    return here;
+  }
+
   function keepAnchorOnSwitch() {
     document.querySelectorAll(".course-lang-switch a[hreflang]").forEach(function (a) {
       a.addEventListener("click", function () {
-        if (location.hash) a.href = a.href.split("#")[0] + location.hash;
+        // the URL's anchor while its heading is still in view (a section near the page's end cannot
+        // scroll up to the top), else the section scrolled to
+        var target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+        var top = target ? target.getBoundingClientRect().top : -1;
+        var id = currentSection();
+        var hash = top >= 0 && top < window.innerHeight ? location.hash : id ? "#" + encodeURIComponent(id) : location.hash;
+        if (hash) a.href = a.href.split("#")[0] + hash;
       });
     });
   }

@@ -134,6 +134,39 @@ def test_the_switch_keeps_the_section(browser, site_url):
         context.close()
 
 
+SECTION_AT_TOP = """() => {
+    // the reader's section: the last one whose heading is above the window's top
+    let here = null;
+    for (const s of document.querySelectorAll('.bd-article section[id]')) {
+        if (s.querySelector('h1, h2, h3, h4').getBoundingClientRect().top < 1) here = s.id;
+    }
+    return here;
+}"""
+
+
+def test_the_switch_keeps_the_section_after_plain_scrolling(browser, site_url):
+    """No #anchor in the URL: the reader scrolled half-way down a Chinese chapter, switches to
+    English and back, and lands in the same section each time (course.js)."""
+    doc = CHAPTERS[2]
+    context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html")
+    try:
+        page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight / 2)")
+        page.wait_for_timeout(200)
+        here = page.evaluate(SECTION_AT_TOP)
+        assert here and "#" not in page.url, (here, page.url)
+        for lang, prefix in (("en", ""), ("zh-CN", "/zh")):
+            page.click(f".course-lang-switch a[hreflang={lang}]")
+            page.wait_for_load_state("networkidle")
+            assert page.url == f"{site_url}{prefix}/{doc}.html#{here}", (lang, page.url, here)
+            top = page.evaluate(
+                f"() => document.getElementById({json.dumps(here)}).getBoundingClientRect().top"
+            )
+            assert 0 <= top < 150, f"{lang}: section {here} not at the top ({top} px)"
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize(
     "word, doc",
     [
@@ -182,3 +215,22 @@ def test_chinese_landing_page_opens_the_chinese_notebook():
     html = (ZH / "book" / "intro.html").read_text(encoding="utf-8")
     colab = re.findall(r'href="(https://colab[^"]+)"', html)
     assert colab and all("/chapters/zh_CN/" in u for u in colab), colab
+
+
+@pytest.mark.parametrize("doc", ["book/intro", CHAPTERS[0]])
+def test_the_page_around_the_text_is_chinese_too(doc):
+    """Menus, tooltips, footer and sidebar of a Chinese page: the themes' English strings and
+    their Taiwan-usage zh_CN messages are overridden (locales/zh_CN/config.yml,
+    book/_ext/course_zh_theme.py)."""
+    html = (ZH / f"{doc}.html").read_text(encoding="utf-8")
+    english = [
+        s
+        for s in (
+            ">Repository<", ">Open issue<", "Launch on", "Color mode", "System Settings",
+            "Toggle primary sidebar", "Toggle secondary sidebar", "Link to this heading",
+            "© Copyright", ">API reference<", "列印成",
+        )
+        if s in html
+    ]
+    assert not english, f"zh/{doc}: {english}"
+    assert "打印为 PDF" in html and "© 版权所有" in html and "API 参考" in html
