@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import make_zh_notebooks as zh  # noqa: E402
+import make_zh_notebooks as zh
 
 
 def test_every_chinese_notebook_is_current(capsys):
@@ -39,7 +39,9 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
             assert cn["outputs"] == en["outputs"]
             assert cn["metadata"].get("jupyter") == en["metadata"].get("jupyter")
             assert cn["metadata"].get("tags") == en["metadata"].get("tags")
-    text = "".join("".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown")
+    text = "".join(
+        "".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown"
+    )
     assert "第 1 章" in text  # the title, translated
     names = {n for c in chinese["cells"] for n in (c.get("attachments") or {})}
     assert names and all(n.endswith(".zh_CN.png") for n in names), names
@@ -74,10 +76,16 @@ def test_markdown_blocks_are_translated_in_place():
 
 
 def test_untranslated_text_stops_the_tool_and_names_it():
-    with pytest.raises(zh.MissingTranslation, match=r"(?s)chapters/99_x.*Not in the catalog"):
-        zh.translate_markdown("Not in the catalog.\n", CATALOG, "chapters/99_x", zh.parser())
+    with pytest.raises(
+        zh.MissingTranslation, match=r"(?s)chapters/99_x.*Not in the catalog"
+    ):
+        zh.translate_markdown(
+            "Not in the catalog.\n", CATALOG, "chapters/99_x", zh.parser()
+        )
     with pytest.raises(zh.MissingTranslation, match="not translated"):
-        zh.translate_markdown("Fuzzy.\n", {"Fuzzy.": None}, "chapters/99_x", zh.parser())
+        zh.translate_markdown(
+            "Fuzzy.\n", {"Fuzzy.": None}, "chapters/99_x", zh.parser()
+        )
 
 
 def test_a_stale_notebook_fails_the_check(tmp_path, monkeypatch, capsys):

@@ -74,13 +74,16 @@ def chapters_in_toc() -> list[Path]:
 
 def parser():
     """MyST's markdown-it, with Jupyter Book's default extensions (_config.yml adds none)."""
+    from markdown_it.renderer import RendererHTML
     from myst_parser.config.main import MdParserConfig
     from myst_parser.parsers.mdit import create_md_parser
-    from markdown_it.renderer import RendererHTML
 
-    config = yaml.safe_load(
-        (ROOT / "_config.yml").read_text(encoding="utf-8")
-    ).get("parse", {}) or {}
+    config = (
+        yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8")).get(
+            "parse", {}
+        )
+        or {}
+    )
     extensions = config.get(
         "myst_enable_extensions",
         ["colon_fence", "dollarmath", "linkify", "substitution", "tasklist"],
@@ -152,15 +155,21 @@ def translate_markdown(source: str, messages, page: str, md) -> str:
             cells.setdefault(start, {})[column] = new
             continue
         if parent.type not in ("paragraph_open", "heading_open"):
-            raise MissingTranslation(f"{page}: unexpected block {parent.type}: {token.content[:80]!r}")
+            raise MissingTranslation(
+                f"{page}: unexpected block {parent.type}: {token.content[:80]!r}"
+            )
         first = lines[start]
         body = token.content.split("\n")[0]
         at = first.find(body)
         if at < 0:
-            raise MissingTranslation(f"{page}: cannot place the translation of {body[:80]!r}")
+            raise MissingTranslation(
+                f"{page}: cannot place the translation of {body[:80]!r}"
+            )
         prefix = first[:at]
         if parent.type == "heading_open" and re.match(r"^\s*#+\s*$", prefix) is None:
-            raise MissingTranslation(f"{page}: setext heading not supported: {body[:80]!r}")
+            raise MissingTranslation(
+                f"{page}: setext heading not supported: {body[:80]!r}"
+            )
         # Continuation lines of a paragraph inside a block quote keep their "> " markers: the
         # translation is one line, so only the first line's prefix is needed.
         replacements.append((start, end, [prefix + new]))
@@ -216,9 +225,6 @@ def chinese_notebook(path: Path, md=None) -> dict:
             image = cell.get("metadata", {}).get("mystnb", {}).get("image", {})
             if image.get("alt"):
                 image["alt"] = translate(messages, page, image["alt"])
-    zh.setdefault("metadata", {})["language_info"] = notebook.get("metadata", {}).get(
-        "language_info", {}
-    )
     return zh
 
 
@@ -228,7 +234,11 @@ def dumps(notebook: dict) -> str:
 
 def main(argv: list[str]) -> int:
     check = "--check" in argv
-    paths = [ROOT / a if not Path(a).is_absolute() else Path(a) for a in argv if a != "--check"]
+    paths = [
+        ROOT / a if not Path(a).is_absolute() else Path(a)
+        for a in argv
+        if a != "--check"
+    ]
     paths = paths or chapters_in_toc()
     md = parser()
     stale, failed = [], []

@@ -49,7 +49,9 @@ def override_theme_messages(app) -> None:
     for domain, messages in (app.config.course_theme_translations or {}).items():
         key = ("general", domain)
         translator = sphinx.locale.translators.get(key)
-        if translator is not None and isinstance(getattr(translator, "_catalog", None), dict):
+        if translator is not None and isinstance(
+            getattr(translator, "_catalog", None), dict
+        ):
             # the object the templates' gettext was installed with: change it in place
             translator._catalog.update(messages)
         else:

@@ -150,14 +150,20 @@ def test_the_switch_keeps_the_section_after_plain_scrolling(browser, site_url):
     doc = CHAPTERS[2]
     context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html")
     try:
-        page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight / 2)")
+        page.evaluate(
+            "() => window.scrollTo(0, document.documentElement.scrollHeight / 2)"
+        )
         page.wait_for_timeout(200)
         here = page.evaluate(SECTION_AT_TOP)
         assert here and "#" not in page.url, (here, page.url)
         for lang, prefix in (("en", ""), ("zh-CN", "/zh")):
             page.click(f".course-lang-switch a[hreflang={lang}]")
             page.wait_for_load_state("networkidle")
-            assert page.url == f"{site_url}{prefix}/{doc}.html#{here}", (lang, page.url, here)
+            assert page.url == f"{site_url}{prefix}/{doc}.html#{here}", (
+                lang,
+                page.url,
+                here,
+            )
             top = page.evaluate(
                 f"() => document.getElementById({json.dumps(here)}).getBoundingClientRect().top"
             )
@@ -208,7 +214,10 @@ def test_chinese_page_runs_the_chinese_notebook(doc):
         re.findall(r'href="(https://(?:colab|mybinder)[^"]+)"', english)
     )
     download = ZH / "_sources" / f"{doc}.ipynb"
-    assert download.read_bytes() == (ROOT / "chapters" / "zh_CN" / f"{name}.ipynb").read_bytes()
+    assert (
+        download.read_bytes()
+        == (ROOT / "chapters" / "zh_CN" / f"{name}.ipynb").read_bytes()
+    )
 
 
 def test_chinese_landing_page_opens_the_chinese_notebook():
@@ -226,9 +235,17 @@ def test_the_page_around_the_text_is_chinese_too(doc):
     english = [
         s
         for s in (
-            ">Repository<", ">Open issue<", "Launch on", "Color mode", "System Settings",
-            "Toggle primary sidebar", "Toggle secondary sidebar", "Link to this heading",
-            "© Copyright", ">API reference<", "列印成",
+            ">Repository<",
+            ">Open issue<",
+            "Launch on",
+            "Color mode",
+            "System Settings",
+            "Toggle primary sidebar",
+            "Toggle secondary sidebar",
+            "Link to this heading",
+            "© Copyright",
+            ">API reference<",
+            "列印成",
         )
         if s in html
     ]
