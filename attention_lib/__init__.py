@@ -56,7 +56,7 @@ from .latent import (
     mla_cache_bytes,
 )
 from .plotting import heatmap, plot, sharp_figures, sharp_png, show_heatmaps, subplots
-from .profiling import TensorRecorder, peak_memory_bytes, time_ms
+from .profiling import TensorRecorder, cpu_clock, peak_memory_bytes, time_ms
 from .rotary import (
     RotaryEmbedding,
     apply_rope,
@@ -122,6 +122,7 @@ __all__ = [
     "sharp_figures",
     # measuring
     "time_ms",
+    "cpu_clock",
     "peak_memory_bytes",
     "TensorRecorder",
     # attention by tiles (chapter 10)

@@ -26,7 +26,15 @@ import torch
 import torch.utils.benchmark as benchmark
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["time_ms", "peak_memory_bytes", "TensorRecorder"]
+__all__ = ["cpu_clock", "time_ms", "peak_memory_bytes", "TensorRecorder"]
+
+
+def cpu_clock() -> float:
+    """Seconds of CPU time of the calling thread (``time.thread_time``): time during
+    which other processes of a busy machine hold the core is not counted. On Windows
+    that clock advances in scheduler ticks of about 15.6 ms, too coarse for calls of a
+    millisecond, so there this is the wall clock (``time.perf_counter``)."""
+    return time.perf_counter() if sys.platform == "win32" else time.thread_time()
 
 
 def time_ms(
@@ -40,10 +48,10 @@ def time_ms(
     """Median time of ``fn(*args, **kwargs)`` in milliseconds
     (``torch.utils.benchmark.Timer.blocked_autorange``).
 
-    With ``cpu_time=True`` the clock is ``time.thread_time``, the CPU time of the
-    calling thread: time during which other processes of a busy machine hold the core
-    is not counted. Only for single-threaded calls (``num_threads=1``), whose work runs
-    on the calling thread; on a quiet machine it equals the wall time."""
+    With ``cpu_time=True`` the clock is :func:`cpu_clock`, the CPU time of the calling
+    thread: time during which other processes of a busy machine hold the core is not
+    counted. Only for single-threaded calls (``num_threads=1``), whose work runs on the
+    calling thread; on a quiet machine it equals the wall time."""
     if cpu_time and (num_threads or torch.get_num_threads()) != 1:
         raise ValueError(
             f"cpu_time=True measures the calling thread only: expected num_threads=1, "
@@ -53,7 +61,7 @@ def time_ms(
         stmt="fn(*args, **kwargs)",
         globals={"fn": fn, "args": args, "kwargs": kwargs},
         num_threads=num_threads or torch.get_num_threads(),
-        **({"timer": time.thread_time} if cpu_time else {}),
+        **({"timer": cpu_clock} if cpu_time else {}),
     )
     return timer.blocked_autorange(min_run_time=min_run_time).median * 1e3
 

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -71,6 +73,19 @@ def test_time_ms_cpu_time_ignores_sleeping():
     )
     with pytest.raises(ValueError, match="num_threads=1"):
         al.time_ms(time.sleep, 0, num_threads=2, cpu_time=True)
+
+
+def test_cpu_clock_is_thread_time_except_on_windows(monkeypatch):
+    import attention_lib.profiling as profiling
+
+    start = al.cpu_clock()
+    time.sleep(0.05)  # sleeping costs no CPU time
+    assert al.cpu_clock() - start < 0.04
+    # Windows' thread_time ticks every ~15.6 ms: there the clock is perf_counter
+    monkeypatch.setattr(profiling.sys, "platform", "win32")
+    start = al.cpu_clock()
+    time.sleep(0.05)
+    assert al.cpu_clock() - start >= 0.05
 
 
 def test_peak_memory_sees_an_allocation():
