@@ -140,6 +140,7 @@ zh-notebooks: $(STAMP)
 # Not part of `make test` (it takes longer than the test budget allows).
 pdf: book browser-deps
 	$(PY) tools/build_pdf.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/integration/pdf_book_check.py
 
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py
