@@ -131,7 +131,7 @@ class LatentCache(KVCache):
 
 
 class MultiHeadLatentAttention(nn.Module):
-    """Multi-head latent attention (DeepSeek-V2/V3), a causal self-attention layer.
+    """Multi-head latent attention (DeepSeek-V2/V3), a self-attention layer.
 
     Args:
         num_hiddens: ``E``.
@@ -324,13 +324,11 @@ class MultiHeadLatentAttention(nn.Module):
             out = self._heads(
                 q, k, c[:, None], valid_lens, mask, need_weights, is_causal
             )
-            out = out @ W_uv.transpose(
-                1, 2
-            )  # (B, H, n, r) @ (H, r, dv) -> (B, H, n, dv)
+            # (B, H, n, r) @ (H, r, dv) -> (B, H, n, dv)
+            out = out @ W_uv.transpose(1, 2)
         else:
-            kv = (
-                self.W_ukv(c).view(B, T, H, dn + dv).transpose(1, 2)
-            )  # (B, H, T, dn+dv)
+            kv = self.W_ukv(c).view(B, T, H, dn + dv)  # (B, T, H, dn + dv)
+            kv = kv.transpose(1, 2)  # (B, H, T, dn + dv)
             k_nope, v = kv.split([dn, dv], dim=-1)  # (B, H, T, dn), (B, H, T, dv)
             k_rope = k_rope[:, None].expand(B, H, T, self.qk_rope_head_dim)
             q = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, n, dn + dr)
