@@ -265,6 +265,16 @@ LABELS = {
         r"$k_h = W_{UK,h}\, c$，$v_h = W_{UV,h}\, c$；$k^R$ 携带位置"
     ),
     "latent (MLA)": "潜在向量（MLA）",
+    # -- chapter 11
+    "A sliding window of W = 4 keys plus S = 2 sink tokens": "W = 4 个键的滑动窗口，加上 S = 2 个锚点词元",
+    "key position j": "键的位置 j",
+    "query position i": "查询的位置 i",
+    "sink tokens: always seen": "锚点词元：始终可见",
+    "window: the last W keys": "窗口：最近的 W 个键",
+    "dropped from the cache": "已移出缓存",
+    "future: the causal mask": "未来位置：因果掩码",
+    "the cache keeps S + W - 1 = 5": "缓存保留 S + W - 1 = 5 个位置",
+    "keys rotated at absolute positions": "键按绝对位置旋转",
 }
 
 KEEP = [
