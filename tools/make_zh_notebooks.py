@@ -223,7 +223,12 @@ def chinese_notebook(path: Path, md=None) -> dict:
             cell["source"] = source_lines(text)
         elif cell["cell_type"] == "code":
             image = cell.get("metadata", {}).get("mystnb", {}).get("image", {})
-            if image.get("alt"):
+            # a message only where the cell shows a plot (the gettext builder sees the alt text
+            # with the PNG output)
+            plot = any(
+                "image/png" in o.get("data", {}) for o in cell.get("outputs", [])
+            )
+            if image.get("alt") and plot:
                 image["alt"] = translate(messages, page, image["alt"])
     return zh
 
