@@ -13,8 +13,8 @@ One ``forward`` holds two paths, chosen by ``need_weights`` (as in nanoGPT):
   are kept.
 
 Both paths give the same output (to float32 round-off). The tricks that shave
-microseconds off a decode step (one fused key/value matmul, one copy into the cache) live
-apart, in :class:`~attention_lib.FastGroupedQueryAttention` (``fast_decode.py``).
+microseconds off a decode step (one fused key/value matmul, one copy into the cache)
+live apart, in :class:`~attention_lib.FastGroupedQueryAttention` (``fast_decode.py``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 read.
 
 * :func:`tiled_attention` -- the output of :func:`~attention_lib.dot_product_attention`
-  without ever holding the ``(Q, K)`` scores, only ``(B, ..., block, block)`` tiles: query
-  blocks outside, key blocks inside (FlashAttention-2's order), and for each query a
-  running maximum ``m``, a running sum ``l`` and a running, unnormalised output ``acc``
-  that every new key block rescales.
+  without ever holding the ``(Q, K)`` scores, only ``(B, ..., block, block)`` tiles:
+  query blocks outside, key blocks inside (FlashAttention-2's order), and for each
+  query a running maximum ``m``, a running sum ``l`` and a running, unnormalised
+  output ``acc`` that every new key block rescales.
 * :func:`merge_attention` -- exact attention over the union of disjoint key chunks from
   each chunk's output and log-sum-exp (the merge behind split-K decoding and ring
   attention).
@@ -118,8 +118,8 @@ def tiled_attention(
     masks, bottom-right ``is_causal`` and zero output for a query whose every key is
     masked), without the weights and without dropout. It never holds a ``(Q, K)``
     matrix of scores, only a handful of ``(B, ..., block, block)`` tiles at a time (the
-    scores, the shifted scores and their exponentials). For each block of queries it walks
-    through the blocks of keys keeping, per query::
+    scores, the shifted scores and their exponentials). For each block of queries it
+    walks through the blocks of keys keeping, per query::
 
         m   running maximum of the scores seen so far         (B, ..., bq)
         l   running sum of exp(score - m)                     (B, ..., bq)
