@@ -121,6 +121,10 @@ def main(argv: list[str]) -> int:
         # (:func:, :class:) break when a translation is parsed as MyST (see README).
         for page in UNTRANSLATED:
             (BUILD / "gettext" / f"{page}.pot").unlink(missing_ok=True)
+        # sphinx.pot: the templates' own strings (the sidebar toggles' titles); the
+        # Chinese edition translates theme strings from locales/zh_CN/config.yml
+        # (course_theme_translations, book/_ext/course_zh_theme.py), not from a catalog.
+        (BUILD / "gettext" / "sphinx.pot").unlink(missing_ok=True)
         return code
     if what == "update-po":
         update_catalogs(argv[2:])
