@@ -203,6 +203,14 @@ def source_lines(text: str) -> list[str]:
     return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
+def cell_prompts() -> dict[str, str]:
+    """The collapsed cells' labels (``Show solution``, the explanation's summary): cell
+    metadata and raw HTML, not catalog messages; the Chinese site translates them from
+    locales/zh_CN/config.yml (course_cell_prompts), and so does this notebook."""
+    config = yaml.safe_load((ROOT / "locales/zh_CN/config.yml").read_text("utf-8"))
+    return config.get("course_cell_prompts", {})
+
+
 def chinese_notebook(path: Path, md=None) -> dict:
     md = md or parser()
     page = path.relative_to(ROOT).with_suffix("").as_posix()
@@ -212,6 +220,7 @@ def chinese_notebook(path: Path, md=None) -> dict:
     messages = read_catalog(po)
     notebook = json.loads(path.read_text(encoding="utf-8"))
     zh = copy.deepcopy(notebook)
+    prompts = cell_prompts()
     for cell in zh["cells"]:
         source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
@@ -220,9 +229,17 @@ def chinese_notebook(path: Path, md=None) -> dict:
                 text = ATTACHMENT.sub(r"attachment:\1.zh_CN.png", text)
                 cell["attachments"] = zh_attachments(source, page)
             text = PARENT_LINK.sub("](../../", text)
+            for english, chinese in prompts.items():
+                text = text.replace(
+                    f"<summary>{english}</summary>", f"<summary>{chinese}</summary>"
+                )
             cell["source"] = source_lines(text)
         elif cell["cell_type"] == "code":
-            image = cell.get("metadata", {}).get("mystnb", {}).get("image", {})
+            mystnb = cell.get("metadata", {}).get("mystnb", {})
+            for key in ("code_prompt_show", "code_prompt_hide"):
+                if mystnb.get(key) in prompts:
+                    mystnb[key] = prompts[mystnb[key]]
+            image = mystnb.get("image", {})
             # a message only where the cell shows a plot (the gettext builder sees the alt text
             # with the PNG output)
             plot = any(
