@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test unit notebooks portability book translations zh-notebooks pdf execute diagrams bench clean browser-deps
+.PHONY: help setup test long-tests unit notebooks portability book translations zh-notebooks pdf execute diagrams bench clean browser-deps
 
 help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
+	@echo "make long-tests  the seed sweeps and fresh learner/Colab environments (~3 min; CI runs them)"
 	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~25 min)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
 	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs"
@@ -47,8 +48,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Colab path in a fresh venv, and the GitHub workflows linted. The site is built first.
 # The chapters come first: chapter 9 (about a minute under nbval) then starts early instead of
 # closing the run, and the many short unit tests fill the end on both workers (measured: 6:55 -> 6:14).
+# Tests marked slow (minutes each) run in `make long-tests`, which CI runs after this.
 test: book browser-deps
-	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope chapters tests $(NBVAL)
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope chapters tests $(NBVAL) -m "not slow"
+
+# The checks that take minutes each, run by CI after `make test`: the >= 5-seed sweeps behind chapters 2, 4
+# and 9's claims about trained models (tests/test_ch0*_seeds.py), and a learner's and Colab's fresh virtual
+# environments installed from the pins (tests/integration/test_learner.py, test_colab.py). About 3 min.
+long-tests: $(STAMP)
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope tests -m slow
 
 unit: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/integration

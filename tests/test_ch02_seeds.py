@@ -27,6 +27,9 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 import attention_lib as al
 
+# Minutes of training: run by `make long-tests` (and CI), not by `make test`.
+pytestmark = pytest.mark.slow
+
 NOTEBOOK = Path(__file__).parent.parent / "chapters" / "02_nadaraya_watson.ipynb"
 FUNCTIONS = {
     "f",

@@ -34,6 +34,9 @@ from torch import nn
 
 import attention_lib as al
 
+# Minutes of training: run by `make long-tests` (and CI), not by `make test`.
+pytestmark = pytest.mark.slow
+
 NOTEBOOK = Path(__file__).parent.parent / "chapters" / "04_additive_attention.ipynb"
 DEFINITIONS = {
     "reversal_batch",

@@ -26,6 +26,9 @@ import torch.nn.functional as F
 
 import attention_lib as al
 
+# Minutes of training: run by `make long-tests` (and CI), not by `make test`.
+pytestmark = pytest.mark.slow
+
 NOTEBOOK = Path(__file__).parent.parent / "chapters" / "09_watch_attention_learn.ipynb"
 FUNCTIONS = {
     "mqar_batch",

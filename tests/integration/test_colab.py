@@ -18,6 +18,7 @@ import venv
 from pathlib import Path
 
 import nbformat
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +41,8 @@ print("executed", len(nb.cells), "cells")
 """
 
 
+# A fresh virtual environment with every pin: `make long-tests` (and CI).
+@pytest.mark.slow
 def test_chapter_runs_in_a_colab_like_environment(tmp_path):
     env_dir = tmp_path / "colab"
     venv.create(env_dir, with_pip=True)

@@ -14,6 +14,8 @@ import sys
 import venv
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 INSTALL = "pip install -r requirements.txt -e ."
@@ -44,6 +46,8 @@ def test_readme_gives_the_learner_commands_for_every_system():
     )
 
 
+# A fresh virtual environment with every pin: `make long-tests` (and CI).
+@pytest.mark.slow
 def test_a_fresh_clone_runs_a_chapter_with_the_readme_commands(tmp_path):
     clone = tmp_path / "course"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
