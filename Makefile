@@ -12,7 +12,7 @@ help:
 	@echo "make book      build the website into _build/html (creates .venv on first use)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
 	@echo "make long-tests  the seed sweeps and fresh learner/Colab environments (~3 min; CI runs them)"
-	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~25 min)"
+	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~11 min)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
 	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs"
 	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
@@ -79,7 +79,7 @@ notebooks: $(STAMP)
 # Every chapter re-executed under nbval (the flags above) in a matrix that emulates other computers on this
 # one: ATEN_CPU_CAPABILITY=default, =avx2 and the machine's own, MKL_ENABLE_INSTRUCTIONS=AVX2, 2 threads, and
 # a CPU-burning process on every core. Prints a configuration x chapter table; fails if any cell differs.
-# About 25 min on two cores (tools/portability.py --help). CI runs it after make test.
+# About 11 min on two cores (tools/portability.py --help). CI runs it after make test and make long-tests.
 portability: $(STAMP)
 	$(PY) tools/portability.py --jobs $(JOBS)
 
