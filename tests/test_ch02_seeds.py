@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ast
 import itertools
-import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
-from IPython.core.inputtransformer2 import TransformerManager
+from chapter_code import run_definitions
 
 import attention_lib as al
 
@@ -71,17 +70,8 @@ def _wanted(node) -> bool:
 
 def _load_chapter() -> dict:
     """The chapter's definitions, executed in one namespace, in notebook order."""
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
     namespace = {"torch": torch, "al": al, "math": math}
-    for cell in cells:
-        if cell["cell_type"] != "code":
-            continue
-        # IPython turns magics (the Colab install) into Python
-        python = TransformerManager().transform_cell("".join(cell["source"]))
-        for node in ast.parse(python).body:
-            if _wanted(node):
-                code = ast.Module(body=[node], type_ignores=[])
-                exec(compile(code, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
+    run_definitions(NOTEBOOK, namespace, _wanted, skip_unbound_assignments=False)
     missing = (FUNCTIONS | NAMES) - namespace.keys()
     assert not missing, f"chapter 2 no longer defines {sorted(missing)}"
     return namespace

@@ -22,14 +22,13 @@ describes.
 from __future__ import annotations
 
 import ast
-import json
 import math
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from IPython.core.inputtransformer2 import TransformerManager
+from chapter_code import run_definitions
 from torch import nn
 
 import attention_lib as al
@@ -69,26 +68,9 @@ def _wanted(node) -> bool:
 
 def _load_chapter() -> dict:
     """The chapter's definitions, executed in one namespace, in notebook order."""
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
     namespace = {"torch": torch, "F": F, "nn": nn, "al": al, "math": math}
-    found = set()
-    for cell in cells:
-        if cell["cell_type"] != "code":
-            continue
-        # IPython turns magics (the Colab install) into Python
-        python = TransformerManager().transform_cell("".join(cell["source"]))
-        for node in ast.parse(python).body:
-            if not _wanted(node):
-                continue
-            code = ast.Module(body=[node], type_ignores=[])
-            try:
-                exec(compile(code, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
-            except NameError:  # an upper-case tensor (W_16, ...), not a constant
-                if not isinstance(node, ast.Assign):
-                    raise
-                continue
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                found.add(node.name)
+    # an upper-case tensor (W_16, ...) is not a constant: its assignment is skipped
+    found = run_definitions(NOTEBOOK, namespace, _wanted)
     assert found == DEFINITIONS, f"missing in the chapter: {DEFINITIONS - found}"
     assert "val_src" in namespace, "the chapter's validation strings were not found"
     # the chapter's budget (the claims are about this budget)

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import ast
 import copy
-import json
 import math
 from pathlib import Path
 
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
 import torch
 import torch.nn.functional as F
+from chapter_code import run_definitions
 
 import attention_lib as al
 
@@ -61,27 +60,9 @@ def _wanted(node) -> bool:
 
 def _load_chapter() -> dict:
     """The chapter's definitions, executed in one namespace, in notebook order."""
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
     namespace = {"torch": torch, "F": F, "al": al, "math": math, "copy": copy}
-    found = set()
-    for cell in cells:
-        if cell["cell_type"] != "code":
-            continue
-        source = "".join(cell["source"])
-        # IPython turns magics (the Colab install, a continued %pip line) into Python
-        python = TransformerManager().transform_cell(source)
-        for node in ast.parse(python).body:
-            if not _wanted(node):
-                continue
-            code = ast.Module(body=[node], type_ignores=[])
-            try:
-                exec(compile(code, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
-            except NameError:  # an upper-case tensor (W, X, ...), not a constant
-                if isinstance(node, ast.FunctionDef):
-                    raise
-                continue
-            if isinstance(node, ast.FunctionDef):
-                found.add(node.name)
+    # an upper-case tensor (W, X, ...) is not a constant: its assignment is skipped
+    found = run_definitions(NOTEBOOK, namespace, _wanted)
     assert found == FUNCTIONS, f"missing in the chapter: {FUNCTIONS - found}"
     assert TEST_SET <= namespace.keys(), "the chapter's test set was not found"
     # the chapter's budget (the claims are about this budget)
