@@ -79,12 +79,20 @@ def check_dropout(p: float) -> None:
 def check_size(owner: str, **sizes) -> None:
     """Raise unless every size is a positive integer (``True``, ``2.0`` and ``-8`` are
     not), naming the bad one."""
-    for name, value in sizes.items():
+    _check_integers(owner, sizes, minimum=1, what="a positive integer")
+
+
+def check_count(owner: str, **counts) -> None:
+    """Raise unless every count is a non-negative integer (``True``, ``2.0`` and ``-1``
+    are not), naming the bad one."""
+    _check_integers(owner, counts, minimum=0, what="a non-negative integer")
+
+
+def _check_integers(owner: str, values: dict, minimum: int, what: str) -> None:
+    for name, value in values.items():
         if (
             isinstance(value, bool)
             or not isinstance(value, numbers.Integral)
-            or value <= 0
+            or value < minimum
         ):
-            raise ValueError(
-                f"{owner}: expected {name} to be a positive integer, got {value!r}"
-            )
+            raise ValueError(f"{owner}: expected {name} to be {what}, got {value!r}")

@@ -37,13 +37,17 @@ scale ``(dn + dr) ** -0.5`` multiplied by ``yarn_mscale(factor, mscale_all_dim) 
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_dropout, check_last_dim, check_rank, check_size
+from ._checks import (
+    check_count,
+    check_dropout,
+    check_last_dim,
+    check_rank,
+    check_size,
+)
 from .cache import KVCache
 from .masking import _broadcast_mask, _check_valid_lens
 from .multihead import merge_heads
@@ -75,23 +79,15 @@ def mla_cache_bytes(
     ...``): an MLA cache is as big as a GQA cache with ``Hkv = (r + dr) / (2 d)`` heads.
     Every argument must be a non-negative integer.
     """
-    for name, value in (
-        ("num_layers", num_layers),
-        ("kv_lora_rank", kv_lora_rank),
-        ("qk_rope_head_dim", qk_rope_head_dim),
-        ("seq_len", seq_len),
-        ("batch_size", batch_size),
-        ("bytes_per_element", bytes_per_element),
-    ):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Integral)
-            or value < 0
-        ):
-            raise ValueError(
-                f"mla_cache_bytes: expected {name} to be a non-negative integer, got "
-                f"{value!r}"
-            )
+    check_count(
+        "mla_cache_bytes",
+        num_layers=num_layers,
+        kv_lora_rank=kv_lora_rank,
+        qk_rope_head_dim=qk_rope_head_dim,
+        seq_len=seq_len,
+        batch_size=batch_size,
+        bytes_per_element=bytes_per_element,
+    )
     return int(
         num_layers
         * (kv_lora_rank + qk_rope_head_dim)
@@ -531,15 +527,7 @@ class LatentDecoder(nn.Module):
     def generate(self, prompt, max_new_tokens: int, absorb: bool = False):
         """Greedy decoding with one :class:`LatentCache` per block: ``prompt (B, n0)``
         -> ``(B, n0 + max_new_tokens)``."""
-        if (
-            isinstance(max_new_tokens, bool)
-            or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 0
-        ):
-            raise ValueError(
-                "max_new_tokens: expected a non-negative integer, got "
-                f"{max_new_tokens!r}"
-            )
+        check_count("generate", max_new_tokens=max_new_tokens)
         caches = [LatentCache() for _ in self.blocks]
         tokens, new = prompt, prompt
         for _ in range(max_new_tokens):

@@ -17,12 +17,12 @@ forward pass, chunked prefill and cached decoding share one mask rule.
 from __future__ import annotations
 
 import dataclasses
-import numbers
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import check_count, check_size
 from .cache import KVCache
 from .multihead import GroupedQueryAttention
 from .rotary import LAYOUTS, RotaryEmbedding, apply_rope
@@ -67,23 +67,20 @@ class LlamaConfig:
     rope_layout: str = "half"
 
     def __post_init__(self):
-        for name in (
-            "vocab_size",
-            "num_hiddens",
-            "num_layers",
-            "num_heads",
-            "num_kv_heads",
-            "ffn_hiddens",
-        ):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, numbers.Integral)
-                or value <= 0
-            ):
-                raise ValueError(
-                    f"LlamaConfig: expected {name} to be a positive int, got {value!r}"
+        check_size(
+            "LlamaConfig",
+            **{
+                name: getattr(self, name)
+                for name in (
+                    "vocab_size",
+                    "num_hiddens",
+                    "num_layers",
+                    "num_heads",
+                    "num_kv_heads",
+                    "ffn_hiddens",
                 )
+            },
+        )
         if (
             self.num_hiddens % self.num_heads
             or (self.num_hiddens // self.num_heads) % 2
@@ -111,16 +108,9 @@ class LlamaConfig:
 
 
 def _check_window(window, sinks) -> None:
-    if window is not None and (
-        isinstance(window, bool)
-        or not isinstance(window, numbers.Integral)
-        or window <= 0
-    ):
-        raise ValueError(
-            f"expected sliding_window to be a positive int or None, got {window!r}"
-        )
-    if isinstance(sinks, bool) or not isinstance(sinks, numbers.Integral) or sinks < 0:
-        raise ValueError(f"expected num_sinks to be an int >= 0, got {sinks!r}")
+    if window is not None:
+        check_size("sliding window", sliding_window=window)
+    check_count("attention sinks", num_sinks=sinks)
 
 
 def visible_keys(
