@@ -153,6 +153,7 @@ pdf: book browser-deps
 bench: $(STAMP)
 	$(PY) bench/bench_attention.py
 	$(PY) bench/bench_tiled.py
+	$(PY) bench/bench_smollm2.py
 
 clean:
 	rm -rf _build

@@ -276,8 +276,13 @@ class RotaryAttention(GroupedQueryAttention):
         _check_window(window, sinks)
         self.rope, self.window, self.sinks = rope, window, sinks
 
-    def forward(self, x, kv_cache=None, need_weights: bool = False):
-        """``x (B, T, E)`` -> ``(B, T, E)`` (see the class docstring)."""
+    def forward(self, x, kv_cache=None, need_weights: bool = False, cos_sin=None):
+        """``x (B, T, E)`` -> ``(B, T, E)`` (see the class docstring).
+
+        ``cos_sin``: the rotation's ``(cos, sin)`` at this call's positions, each
+        ``(T, d/2)``, when the caller computed them once for every layer
+        (:class:`LlamaModel` does); None: computed here.
+        """
         if (
             not isinstance(x, torch.Tensor)
             or x.dim() != 3
@@ -287,6 +292,11 @@ class RotaryAttention(GroupedQueryAttention):
             raise ValueError(
                 f"x: expected (B, T, E) with E={self.num_hiddens}, got {shape}"
             )
+        if kv_cache is not None and not isinstance(kv_cache, (KVCache, WindowKVCache)):
+            raise ValueError(
+                "kv_cache: expected a KVCache, a WindowKVCache or None, got "
+                f"{type(kv_cache).__name__}"
+            )
         H, Hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         B, T, E = x.shape
         start = 0 if kv_cache is None else len(kv_cache)
@@ -294,27 +304,26 @@ class RotaryAttention(GroupedQueryAttention):
         q = self.W_q(x).view(B, T, H, d).transpose(1, 2)  # (B, H, T, d)
         k = self.W_k(x).view(B, T, Hkv, d).transpose(1, 2)  # (B, Hkv, T, d)
         v = self.W_v(x).view(B, T, Hkv, d).transpose(1, 2)  # (B, Hkv, T, d)
-        cos, sin = self.rope.cos_sin(positions, x.dtype)  # (T, d/2) each
+        if cos_sin is None:
+            cos_sin = self.rope.cos_sin(positions, x.dtype)  # (T, d/2) each
+        cos, sin = cos_sin
         q = _rotate(self.rope, q, cos, sin)
         k = _rotate(self.rope, k, cos, sin)
         if kv_cache is None:
             key_positions = positions
         elif isinstance(kv_cache, WindowKVCache):
             k, v, key_positions = kv_cache.update(k, v)  # (B, Hkv, K, d), (K,)
-        elif isinstance(kv_cache, KVCache):
-            k, v = kv_cache.update(k, v)  # (B, Hkv, start + T, d)
-            key_positions = torch.arange(start + T, device=x.device)
         else:
-            raise ValueError(
-                "kv_cache: expected a KVCache, a WindowKVCache or None, got "
-                f"{type(kv_cache).__name__}"
-            )
-        keep = visible_keys(positions, key_positions, self.window, self.sinks)  # (T, K)
+            k, v = kv_cache.update(k, v)  # (B, Hkv, start + T, d)
+            key_positions = None  # 0 .. start + T - 1, built only if needed
         if need_weights:
+            if key_positions is None:
+                key_positions = torch.arange(start + T, device=x.device)
+            keep = visible_keys(positions, key_positions, self.window, self.sinks)
             out = self._readable(q, k, v, keep)  # (B, H, T, d)
         else:
             self.attention_weights = None
-            out = self._fused(q, k, v, keep)  # (B, H, T, d)
+            out = self._fused(q, k, v, positions, key_positions, start)  # (B, H, T, d)
         out = out.transpose(1, 2).reshape(B, T, E)  # (B, T, H, d) -> (B, T, E)
         return self.W_o(out)
 
@@ -328,12 +337,30 @@ class RotaryAttention(GroupedQueryAttention):
         self.attention_weights = weights.detach()  # (B, H, T, K)
         return weights @ v  # (B, H, T, d)
 
-    def _fused(self, q, k, v, keep):
+    def _fused(self, q, k, v, positions, key_positions, start):
+        """One SDPA call. Without a window, the mask is not built where the rule needs
+        none: one query sees every key (a decode step), and a first chunk (positions
+        ``0 .. T - 1`` against themselves) is plain causal. Otherwise the
+        :func:`visible_keys` mask, repeated for the ``g`` stacked heads."""
         B, H, T, d = q.shape
         Hkv = self.num_kv_heads
         g = H // Hkv
+        K = k.shape[2]
+        plain = self.window is None or (
+            key_positions is not None and K <= self.window  # the window hides nothing
+        )
+        if plain and start == 0 and T == K and T > 1:  # causal over 0 .. T - 1
+            return F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=d**-0.5, enable_gqa=g > 1
+            )  # (B, H, T, d)
+        if plain and T == 1:  # the newest position sees every key
+            mask = None
+        else:
+            if key_positions is None:
+                key_positions = torch.arange(K, device=q.device)
+            keep = visible_keys(positions, key_positions, self.window, self.sinks)
+            mask = None if bool(keep.all()) else keep.repeat(g, 1)  # (g * T, K)
         q = q.reshape(B, Hkv, g * T, d)  # the g heads of a group as g * T rows
-        mask = None if bool(keep.all()) else keep.repeat(g, 1)  # (g * T, K)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d**-0.5)
         return out.view(B, H, T, d)  # (B, Hkv, g * T, d) -> (B, H, T, d)
 
@@ -360,9 +387,11 @@ class LlamaBlock(nn.Module):
         self.mlp_norm = RMSNorm(c.num_hiddens, c.rms_eps)
         self.mlp = SwiGLU(c.num_hiddens, c.ffn_hiddens)
 
-    def forward(self, x, kv_cache=None, need_weights: bool = False):
-        """``(B, T, E)`` -> ``(B, T, E)``."""
-        x = x + self.attention(self.attention_norm(x), kv_cache, need_weights)
+    def forward(self, x, kv_cache=None, need_weights: bool = False, cos_sin=None):
+        """``(B, T, E)`` -> ``(B, T, E)`` (``cos_sin``: see
+        :meth:`RotaryAttention.forward`)."""
+        h = self.attention(self.attention_norm(x), kv_cache, need_weights, cos_sin)
+        x = x + h
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -414,8 +443,12 @@ class LlamaModel(nn.Module):
         for block in self.blocks:
             block.attention.window, block.attention.sinks = window, sinks
 
-    def forward(self, tokens, kv_caches=None, need_weights: bool = False):
-        """``tokens (B, T)`` -> logits ``(B, T, V)`` (see the class docstring)."""
+    def forward(
+        self, tokens, kv_caches=None, need_weights: bool = False, last_only=False
+    ):
+        """``tokens (B, T)`` -> logits ``(B, T, V)`` (see the class docstring);
+        ``last_only=True``: the last position's logits only, ``(B, 1, V)`` (what
+        greedy decoding needs: a prompt's other rows would cost ``2 T E V`` FLOPs)."""
         if (
             not isinstance(tokens, torch.Tensor)
             or tokens.dim() != 2
@@ -440,8 +473,20 @@ class LlamaModel(nn.Module):
                 f"{len(kv_caches)}"
             )
         x = self.embedding(tokens)  # (B, T, E)
+        T = tokens.shape[1]
+        caches = [] if kv_caches is None else list(kv_caches)
+        ok = all(isinstance(c, (KVCache, WindowKVCache)) for c in caches)
+        starts = {len(c) for c in caches} if ok else set()
+        cos_sin = None  # every layer rotates at the same positions: compute once
+        if kv_caches is None or len(starts) == 1:
+            start = starts.pop() if starts else 0
+            positions = torch.arange(start, start + T, device=tokens.device)
+            cos_sin = self.rope.cos_sin(positions, x.dtype)  # (T, d/2) each
         for i, block in enumerate(self.blocks):
-            x = block(x, None if kv_caches is None else kv_caches[i], need_weights)
+            cache = None if kv_caches is None else kv_caches[i]
+            x = block(x, cache, need_weights, cos_sin)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, E)
         x = self.norm(x)
         weight = self.embedding.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(x, weight)  # (B, T, V)
@@ -483,7 +528,7 @@ class LlamaModel(nn.Module):
         new = prompt
         done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
         for _ in range(max_new_tokens):
-            logits = self(new if use_cache else tokens, caches)  # (B, n, V)
+            logits = self(new if use_cache else tokens, caches, last_only=True)
             nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
             tokens = torch.cat([tokens, nxt], 1)
             new = nxt
