@@ -52,6 +52,7 @@ from .latent import (
     LatentCache,
     LatentDecoder,
     MultiHeadLatentAttention,
+    TinyLatentDecoder,
     from_hf_deepseek,
     mla_cache_bytes,
 )
@@ -72,6 +73,7 @@ from .scoring import (
     dot_product_attention,
 )
 from .self_attention import PositionalEncoding, SelfAttention
+from .tasks import MQAR_IGNORE, mqar_batch, mqar_vocab_size
 from .tiled import merge_attention, tiled_attention
 
 __version__ = "0.2.0"
@@ -140,5 +142,10 @@ __all__ = [
     "LatentCache",
     "MultiHeadLatentAttention",
     "LatentDecoder",
+    "TinyLatentDecoder",
     "from_hf_deepseek",
+    # toy tasks (chapters 9 and 12)
+    "MQAR_IGNORE",
+    "mqar_vocab_size",
+    "mqar_batch",
 ]

@@ -49,6 +49,7 @@ from ._checks import (
     check_size,
 )
 from .cache import KVCache
+from .decoder import TinyDecoder
 from .masking import _broadcast_mask, _check_valid_lens
 from .multihead import merge_heads
 from .rotary import RotaryEmbedding, yarn_mscale
@@ -59,6 +60,7 @@ __all__ = [
     "LatentCache",
     "MultiHeadLatentAttention",
     "LatentDecoder",
+    "TinyLatentDecoder",
     "from_hf_deepseek",
 ]
 
@@ -402,6 +404,74 @@ class MultiHeadLatentAttention(nn.Module):
             _check_valid_lens(valid_lens, B, n)
         if mask is not None:
             _broadcast_mask(mask, torch.Size((B, self.num_heads, n, num_keys)))
+
+
+class _BlockLatentAttention(MultiHeadLatentAttention):
+    """MLA called as :class:`~attention_lib.DecoderBlock` calls its attention,
+    ``(queries, keys, values, ...)``: self-attention only, so ``keys`` and ``values``
+    must be ``queries`` itself."""
+
+    def forward(self, queries, keys, values, *args, **kwargs):
+        if keys is not queries or values is not queries:
+            raise ValueError(
+                "keys, values: expected the queries tensor itself (multi-head latent "
+                "attention is self-attention), got other tensors"
+            )
+        return super().forward(queries, *args, **kwargs)
+
+
+class TinyLatentDecoder(TinyDecoder):
+    """:class:`~attention_lib.TinyDecoder` with multi-head latent attention in every
+    block instead of grouped-query attention; everything else (embedding, sinusoidal
+    positions, LayerNorms, MLP, head, ``forward``, ``generate``) is ``TinyDecoder``'s.
+
+    Args: ``vocab_size``, ``num_hiddens``, ``num_heads``, ``num_layers``, ``max_len``,
+    ``mlp_ratio`` and ``dropout`` as for ``TinyDecoder``; ``kv_lora_rank``,
+    ``qk_nope_head_dim``, ``qk_rope_head_dim`` and ``v_head_dim`` as for
+    :class:`MultiHeadLatentAttention` (full-rank queries, no biases). A block's cache
+    holds ``kv_lora_rank + qk_rope_head_dim`` numbers a token (the caches that
+    ``forward`` takes and ``generate`` makes hold the latents as keys and the rotary
+    keys as values; a :class:`LatentCache` names them).
+
+    The model is built as ``TinyDecoder(..., num_kv_heads=1, ...)`` and then each
+    block's attention is replaced: after the same ``torch.manual_seed``, the embedding,
+    norms, MLPs and head start equal to those of the multi-query ``TinyDecoder``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_hiddens: int,
+        num_heads: int,
+        num_layers: int,
+        max_len: int,
+        kv_lora_rank: int,
+        qk_nope_head_dim: int,
+        qk_rope_head_dim: int,
+        v_head_dim: int,
+        mlp_ratio: int = 4,
+        dropout: float = 0.0,
+    ):
+        mla_sizes = {
+            "kv_lora_rank": kv_lora_rank,
+            "qk_nope_head_dim": qk_nope_head_dim,
+            "qk_rope_head_dim": qk_rope_head_dim,
+            "v_head_dim": v_head_dim,
+        }
+        check_size(type(self).__name__, **mla_sizes)
+        if qk_rope_head_dim % 2:
+            raise ValueError(
+                f"{type(self).__name__}: expected an even qk_rope_head_dim (RoPE turns "
+                f"pairs), got {qk_rope_head_dim}"
+            )
+        super().__init__(
+            vocab_size, num_hiddens, num_heads, 1, num_layers, max_len, mlp_ratio,
+            dropout,
+        )  # fmt: skip
+        for block in self.blocks:
+            block.attention = _BlockLatentAttention(
+                num_hiddens, num_heads, dropout=dropout, **mla_sizes
+            )
 
 
 class _SwiGLU(nn.Module):
