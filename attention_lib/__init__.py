@@ -56,7 +56,16 @@ from .latent import (
     from_hf_deepseek,
     mla_cache_bytes,
 )
-from .plotting import heatmap, plot, sharp_figures, sharp_png, show_heatmaps, subplots
+from .plotting import (
+    heatmap,
+    plot,
+    plot_language,
+    sharp_figures,
+    sharp_png,
+    show_heatmaps,
+    subplots,
+    untranslated_plot_strings,
+)
 from .profiling import TensorRecorder, cpu_clock, peak_memory_bytes, time_ms
 from .rotary import (
     RotaryEmbedding,
@@ -122,6 +131,8 @@ __all__ = [
     "heatmap",
     "sharp_png",
     "sharp_figures",
+    "plot_language",
+    "untranslated_plot_strings",
     # measuring
     "time_ms",
     "cpu_clock",

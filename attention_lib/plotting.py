@@ -8,13 +8,25 @@ the cell ends.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-__all__ = ["show_heatmaps", "plot", "subplots", "heatmap", "sharp_png", "sharp_figures"]
+__all__ = [
+    "heatmap",
+    "plot",
+    "plot_language",
+    "sharp_figures",
+    "sharp_png",
+    "show_heatmaps",
+    "subplots",
+    "untranslated_plot_strings",
+]
 
 
 def _numpy(x) -> np.ndarray:
@@ -327,3 +339,321 @@ def sharp_figures(scale: int = 2) -> None:
     ip.display_formatter.formatters["image/png"].for_type(
         Figure, lambda fig: sharp_png(fig, scale)
     )
+
+
+# -- plots in another language (the Chinese notebooks)
+# The plotting code stays English. ``plot_language("zh_CN")`` translates the text of every
+# figure (titles, axis and colour-bar labels, legends, annotations, suptitles) right before
+# it is drawn, from the catalog shipped with the package (attention_lib/locales/LANG/plots.po,
+# the one place these translations are written). A catalog message may hold placeholders
+# (``"head %1"``; %1 to %9, not {0}: braces are LaTeX's): they stand for any text, which
+# is itself translated (a number stays).
+# Tick labels are data (tokens, numbers): they change only where the catalog has them.
+
+_LOCALES = Path(__file__).resolve().parent / "locales"
+# Candidate CJK fonts: Debian/Ubuntu's fonts-noto-cjk (registered by file, so that a font
+# installed after matplotlib built its font cache is found too), then by family name.
+CJK_FONT_FILES = (
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc",
+    "/usr/share/fonts/noto-cjk/NotoSansCJK-Regular.ttc",
+)
+CJK_FAMILIES = (
+    "Noto Sans CJK SC",
+    "Source Han Sans SC",
+    "Noto Sans SC",
+    "PingFang SC",
+    "Microsoft YaHei",
+    "WenQuanYi Zen Hei",
+    "SimHei",
+)
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+_MATH = re.compile(r"\$[^$]*\$")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_PLACEHOLDER = re.compile(r"%([1-9])(?!\d)")
+
+
+def _unquote(s: str) -> str:
+    import json
+
+    return json.loads(s)  # a PO string: C escapes (\" \\ \n \t), all JSON's too
+
+
+def read_po(path) -> dict[str, str | None]:
+    """msgid -> msgstr of a gettext ``.po`` file; None where the message is empty or
+    fuzzy (not translated yet). A small reader (no babel on a learner's machine)."""
+    messages: dict[str, str | None] = {}
+    entry: dict[str, str] = {}
+    fuzzy, field = False, None
+
+    def flush():
+        nonlocal entry, fuzzy, field
+        if entry.get("msgid"):
+            messages[entry["msgid"]] = (
+                (entry.get("msgstr") or None) if not fuzzy else None
+            )
+        entry, fuzzy, field = {}, False, None
+
+    for line in Path(path).read_text(encoding="utf-8").splitlines() + [""]:
+        line = line.strip()
+        if not line:
+            flush()
+        elif line.startswith("#,"):
+            fuzzy = fuzzy or "fuzzy" in line
+        elif line.startswith("#"):
+            continue
+        elif line.startswith('"') and field:
+            entry[field] += _unquote(line)
+        else:
+            keyword, _, rest = line.partition(" ")
+            if keyword == "msgid" and "msgid" in entry:
+                flush()
+            field = keyword
+            entry[field] = _unquote(rest)
+    return messages
+
+
+def needs_translation(s: str) -> bool:
+    """Whether ``s`` holds a word (two letters or more) outside ``$...$`` math: labels
+    that are only math, numbers or symbols (``"$\\tau$ = 0.5"``) stay as they are."""
+    return bool(_WORD.search(_MATH.sub("", s)))
+
+
+def _fill(msgstr: str, values: dict[str, str]) -> str:
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], msgstr)
+
+
+class PlotCatalog:
+    """The plot strings of one language: ``translate(s)`` returns ``(text, missing)``,
+    ``missing`` the (sub)strings that need a translation and have none."""
+
+    def __init__(self, language: str, path=None):
+        po = Path(path) if path is not None else _LOCALES / language / "plots.po"
+        if not po.exists():
+            known = sorted(p.name for p in _LOCALES.iterdir() if p.is_dir())
+            raise ValueError(
+                f"plot_language: expected one of {known} or None, got {language!r}"
+            )
+        self.language = language
+        self.path = po
+        messages = read_po(po)
+        self.exact = {k: v for k, v in messages.items() if not _PLACEHOLDER.search(k)}
+        patterns = [(k, v) for k, v in messages.items() if _PLACEHOLDER.search(k)]
+        # the most specific first: most literal characters
+        patterns.sort(key=lambda kv: -len(_PLACEHOLDER.sub("", kv[0])))
+        self.patterns = [
+            (re.compile(self._regex(k), re.DOTALL), v) for k, v in patterns
+        ]
+
+    @staticmethod
+    def _regex(msgid: str) -> str:
+        parts, at = [], 0
+        for m in _PLACEHOLDER.finditer(msgid):
+            parts += [re.escape(msgid[at : m.start()]), f"(?P<p{m.group(1)}>.+?)"]
+            at = m.end()
+        return "".join(parts) + re.escape(msgid[at:]) + r"\Z"
+
+    def translate(self, s: str) -> tuple[str, list[str]]:
+        if s in self.exact:
+            return (self.exact[s], []) if self.exact[s] else (s, [s])
+        if not needs_translation(s):
+            return s, []
+        if "\n" in s:  # line by line
+            lines = [self.translate(line) for line in s.split("\n")]
+            return "\n".join(t for t, _ in lines), [m for _, ms in lines for m in ms]
+        for regex, msgstr in self.patterns:
+            match = regex.match(s)
+            if match is None:
+                continue
+            if msgstr is None:
+                return s, [s]
+            missing: list[str] = []
+            values = {}
+            for name, value in match.groupdict().items():
+                values[name[1:]], lost = self.translate(value)
+                missing += lost
+            return _fill(msgstr, values), missing
+        return s, [s]
+
+    def translate_tick(self, s: str) -> str:
+        return self.exact.get(s) or s
+
+
+_catalog: PlotCatalog | None = None
+_font: str | None = None
+_seen: set[str] = set()
+_untranslated: set[str] = set()
+
+
+def plot_catalog(language: str) -> PlotCatalog:
+    """The catalog of ``language`` (``"zh_CN"``), read from the package's data."""
+    return PlotCatalog(language)
+
+
+def cjk_font() -> str | None:
+    """The family name of a CJK font matplotlib can use (registered first from
+    ``CJK_FONT_FILES``), or None."""
+    from matplotlib import font_manager
+
+    for path in CJK_FONT_FILES:
+        if Path(path).exists():
+            font_manager.fontManager.addfont(path)
+    names = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FAMILIES if name in names), None)
+
+
+def plot_language(language: str | None = "zh_CN") -> str | None:
+    """Draw every figure's text in ``language`` from now on (None: as written, English).
+
+    The catalog's translations are applied to each figure right before it is drawn,
+    in a CJK font (Noto Sans CJK SC where installed). Strings that have no translation
+    stay English and are listed by :func:`untranslated_plot_strings`. Without any CJK
+    font the plots stay English (a warning says so): square boxes would be worse.
+    Returns the font family used, or None. The environment variable
+    ``ATTENTION_LIB_PLOT_LANG`` sets the language when attention_lib is imported.
+    """
+    global _catalog, _font
+    if language is None:
+        _catalog, _font = None, None
+        return None
+    catalog = PlotCatalog(language)  # ValueError before any change
+    font = cjk_font()
+    if font is None:
+        import warnings
+
+        warnings.warn(
+            "plot_language: no CJK font found (e.g. Noto Sans CJK SC: apt-get install "
+            "fonts-noto-cjk), so the plots stay in English",
+            stacklevel=2,
+        )
+        _catalog, _font = None, None
+        return None
+    _install_draw_hook()
+    _catalog, _font = catalog, font
+    return font
+
+
+def untranslated_plot_strings() -> list[str]:
+    """The plot strings drawn since ``plot_language`` was switched on that have no
+    translation in its catalog (they were drawn in English)."""
+    return sorted(_untranslated)
+
+
+def plot_strings_seen() -> list[str]:
+    """Every plot string (that needed a translation) drawn under ``plot_language``."""
+    return sorted(_seen)
+
+
+def _families(text: str) -> list[str]:
+    # As the Chinese diagrams (tools/diagrams/style.py): plain text falls back glyph by
+    # glyph, so Latin stays DejaVu Sans; mathtext takes the text outside $...$ from the
+    # first family alone, so there the CJK font comes first.
+    from matplotlib import cbook
+
+    if cbook.is_math_text(text):
+        return [_font, "DejaVu Sans"]
+    return ["DejaVu Sans", _font]
+
+
+def _texts(artist):
+    """The Text artists of ``artist``, without tick labels and axis offsets."""
+    from matplotlib.axis import Axis, Tick
+    from matplotlib.text import Text
+
+    for child in artist.get_children():
+        if isinstance(child, Tick):
+            continue
+        if isinstance(artist, Axis) and child is artist.offsetText:
+            continue
+        if isinstance(child, Text):
+            yield child
+        yield from _texts(child)
+
+
+def translate_figure(fig) -> list[str]:
+    """Translate ``fig``'s text in place with the active catalog; returns the strings
+    that had no translation. (Called by every draw under ``plot_language``.)"""
+    from matplotlib.ticker import FixedFormatter
+
+    if _catalog is None:
+        return []
+    missing: list[str] = []
+    for text in _texts(fig):
+        s = text.get_text()
+        if not s or getattr(text, "_attention_lib_text", None) == s:
+            continue
+        new, lost = _catalog.translate(s)
+        if needs_translation(s):
+            _seen.add(s)
+        missing += lost
+        if new != s:
+            text.set_text(new)
+        if _CJK.search(new):
+            text.set_fontfamily(_families(new))
+        text._attention_lib_text = new
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for which in ("major", "minor"):
+                if _translate_tick_labels(axis, which):
+                    axis.set_tick_params(
+                        which=which, labelfontfamily=["DejaVu Sans", _font]
+                    )
+    _untranslated.update(missing)
+    return missing
+
+
+def _translate_tick_labels(axis, which: str) -> bool:
+    """Tick labels given as strings (``set_xticks(..., labels=...)``: a FuncFormatter
+    over a {location: label} dict, or a FixedFormatter), translated where the catalog
+    has them; whether one changed."""
+    import functools
+
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    formatter = getattr(axis, f"get_{which}_formatter")()
+    if isinstance(formatter, FixedFormatter):
+        seq = [_catalog.translate_tick(s) for s in formatter.seq]
+        changed = seq != list(formatter.seq)
+        formatter.seq = seq
+        return changed
+    func = (
+        getattr(formatter, "func", None)
+        if isinstance(formatter, FuncFormatter)
+        else None
+    )
+    if (
+        isinstance(func, functools.partial)
+        and func.args
+        and isinstance(func.args[0], dict)
+    ):
+        labels = func.args[0]
+        changed = False
+        for location, label in labels.items():
+            if isinstance(label, str) and _catalog.translate_tick(label) != label:
+                labels[location] = _catalog.translate_tick(label)
+                changed = True
+        return changed
+    return False
+
+
+def _install_draw_hook() -> None:
+    import functools
+
+    from matplotlib.figure import Figure
+
+    if getattr(Figure.draw, "_attention_lib", False):
+        return
+    original = Figure.draw
+
+    @functools.wraps(original)
+    def draw(self, renderer):
+        if _catalog is not None:
+            translate_figure(self)
+        return original(self, renderer)
+
+    draw._attention_lib = True
+    Figure.draw = draw
+
+
+if os.environ.get("ATTENTION_LIB_PLOT_LANG"):
+    plot_language(os.environ["ATTENTION_LIB_PLOT_LANG"])

@@ -32,19 +32,86 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
     chinese = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
     original = json.loads(english.read_text(encoding="utf-8"))
     assert len(chinese["cells"]) == len(original["cells"])
+    switches, plots, redrawn = 0, 0, 0
     for en, cn in zip(original["cells"], chinese["cells"]):
         assert cn["cell_type"] == en["cell_type"]
         if en["cell_type"] == "code":
-            assert cn["source"] == en["source"]
-            assert cn["outputs"] == en["outputs"]
+            source = "".join(cn["source"])
+            switch = "\n" + zh.PLOT_SWITCH.rstrip("\n")
+            if switch in source:  # the setup cell: one more line
+                source = source.replace(switch, "", 1)
+                switches += 1
+            assert source == "".join(en["source"])
+            # every output as in English but the plots' PNG (and its size)
+            assert [strip_png(o) for o in cn["outputs"]] == [
+                strip_png(o) for o in en["outputs"]
+            ]
+            for a, b in zip(zh.png_outputs(en), zh.png_outputs(cn)):
+                plots += 1
+                redrawn += a["data"]["image/png"] != b["data"]["image/png"]
             assert cn["metadata"].get("jupyter") == en["metadata"].get("jupyter")
             assert cn["metadata"].get("tags") == en["metadata"].get("tags")
+    assert switches == 1
+    assert plots and redrawn == plots, f"{redrawn} of {plots} plots drawn in Chinese"
     text = "".join(
         "".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown"
     )
     assert "第 1 章" in text  # the title, translated
     names = {n for c in chinese["cells"] for n in (c.get("attachments") or {})}
     assert names and all(n.endswith(".zh_CN.png") for n in names), names
+
+
+def strip_png(output: dict) -> dict:
+    output = json.loads(json.dumps(output))
+    output.get("data", {}).pop("image/png", None)
+    output.get("metadata", {}).pop("image/png", None)
+    return output
+
+
+def test_chinese_plot_strings_are_all_translated():
+    """Every plot string the Chinese notebooks drew (recorded in their metadata when
+    make_zh_notebooks ran them) has a translation in attention_lib/locales/zh_CN/plots.po."""
+    missing = {}
+    for path in sorted(zh.OUT.glob("*.ipynb")):
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        if not zh.has_plots(notebook):
+            continue
+        record = notebook["metadata"].get(zh.METADATA, {}).get("plots")
+        assert record and record["strings"], f"{path.name}: no plot strings recorded"
+        missing[path.name] = zh.untranslated(record["strings"])
+    assert missing and not any(missing.values()), {
+        k: v for k, v in missing.items() if v
+    }
+
+
+def test_an_untranslated_plot_string_stops_the_tool(tmp_path, monkeypatch):
+    english = zh.chapters_in_toc()[0]
+    notebook = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
+    notebook["metadata"][zh.METADATA]["plots"]["strings"]["no such plot label"] = "?"
+    (tmp_path / english.name).write_text(zh.dumps(notebook), encoding="utf-8")
+    monkeypatch.setattr(zh, "OUT", tmp_path)
+    with pytest.raises(zh.MissingTranslation, match="no such plot label"):
+        zh.with_plots(
+            zh.chinese_notebook(english), english, tmp_path / english.name, True
+        )
+
+
+def test_a_changed_plot_translation_makes_the_plots_stale(
+    tmp_path, monkeypatch, capsys
+):
+    """--check runs nothing: a plot string drawn with another translation than the
+    catalog's now = stale plots; a new message for another chapter changes nothing."""
+    english = zh.chapters_in_toc()[0]
+    po = zh.PLOTS_PO.read_text(encoding="utf-8")
+    changed = tmp_path / "plots.po"
+    monkeypatch.setattr(zh, "PLOTS_PO", changed)
+    changed.write_text(po + '\nmsgid "not in any plot"\nmsgstr "不在图中"\n', "utf-8")
+    assert zh.main(["--check", str(english)]) == 0
+    old = 'msgid "keys"\nmsgstr "键"\n'
+    assert old in po
+    changed.write_text(po.replace(old, 'msgid "keys"\nmsgstr "键们"\n'), "utf-8")
+    assert zh.main(["--check", str(english)]) == 1
+    assert f"{english.name} (plots)" in capsys.readouterr().err
 
 
 CATALOG = {

@@ -24,6 +24,16 @@ What changes, and what does not:
   notebook; a Chinese notebook runs the same code and prints the same numbers), except a plot's
   alt text (``mystnb: image: alt:``), which is a message of the catalog too.
 * cell metadata (collapsed solutions: ``jupyter.outputs_hidden``, ``cellView``, tags) is kept.
+* plots: the setup cell gets one more line, ``al.plot_language("zh_CN")`` (PLOT_SWITCH), so
+  that a learner's run draws the plots' text in Chinese, from the catalog
+  attention_lib/locales/zh_CN/plots.po. The plots' PNGs (``image/png`` and its size) come from
+  running the Chinese notebook once (nbclient, one thread, from chapters/, in memory); every
+  other output is the English notebook's, byte for byte. A plot string without a translation
+  stops the tool, naming it. The run is repeated only when what it drew changes: the English
+  notebook or attention_lib/plotting.py (their hash), or the translation of a plot string it
+  drew (the notebook's metadata ``attention_course.plots`` keeps each string with its
+  translation); a new catalog message for another chapter re-runs nothing. ``--check`` runs
+  nothing either: it compares the hash and looks every recorded string up in the catalog.
 """
 
 from __future__ import annotations
@@ -44,6 +54,15 @@ FIGURES = ROOT / "chapters" / "figures"
 ATTACHMENT = re.compile(r"attachment:([\w-]+)\.(?:png|svg)")
 # A relative link out of chapters/ (to ../book/..., ../attention_lib/...): one level deeper now.
 PARENT_LINK = re.compile(r"\]\(\.\./")
+
+
+PLOTS_PO = ROOT / "attention_lib" / "locales" / "zh_CN" / "plots.po"
+# what the plots' drawing depends on besides the English notebook and the catalog
+PLOT_INPUTS = (ROOT / "attention_lib" / "plotting.py",)
+PLOT_SWITCH = (
+    'al.plot_language("zh_CN")  # 图中文字用中文（需要中文字体，见“环境配置”）\n'
+)
+METADATA = "attention_course"
 
 
 class MissingTranslation(Exception):
@@ -247,6 +266,185 @@ def chinese_notebook(path: Path, md=None) -> dict:
             )
             if image.get("alt") and plot:
                 image["alt"] = translate(messages, page, image["alt"])
+    add_plot_switch(zh)
+    return zh
+
+
+def add_plot_switch(notebook: dict) -> None:
+    """One line after ``al.sharp_figures()`` (else after ``import attention_lib as al``)
+    in the first code cell that has it: the learner's run draws Chinese plots."""
+    for anchor in ("al.sharp_figures(", "import attention_lib as al"):
+        for cell in notebook["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            lines = source_lines("".join(cell["source"]))
+            at = next((i for i, l in enumerate(lines) if l.startswith(anchor)), None)
+            if at is None:
+                continue
+            if not lines[at].endswith("\n"):
+                lines[at] += "\n"
+            lines.insert(at + 1, PLOT_SWITCH)
+            lines[-1] = lines[-1].rstrip("\n")
+            cell["source"] = lines
+            return
+
+
+# -- the plots, drawn by the Chinese notebook itself
+def plot_inputs_hash(english: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in (english, *PLOT_INPUTS):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def png_outputs(cell: dict) -> list[dict]:
+    return [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+
+
+def has_plots(notebook: dict) -> bool:
+    return any(png_outputs(c) for c in notebook["cells"] if c["cell_type"] == "code")
+
+
+def copy_pngs(target: dict, source: dict, page: str) -> None:
+    """Each ``image/png`` output of ``target`` (data and size) from ``source``'s cell of
+    the same id, the k-th PNG output for the k-th."""
+    cells = {c.get("id"): c for c in source["cells"]}
+    for cell in target["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        mine = png_outputs(cell)
+        theirs = png_outputs(cells.get(cell.get("id"), {}))
+        if len(mine) != len(theirs):
+            raise MissingTranslation(
+                f"{page}: cell {cell.get('id')} has {len(mine)} plots in English, "
+                f"{len(theirs)} in the Chinese run"
+            )
+        for out, new in zip(mine, theirs):
+            out["data"]["image/png"] = new["data"]["image/png"]
+            size = new.get("metadata", {}).get("image/png")
+            metadata = out.setdefault("metadata", {})
+            if size is None:
+                metadata.pop("image/png", None)
+            else:
+                metadata["image/png"] = size
+
+
+REPORT = """\
+import json as _json
+import attention_lib.plotting as _plotting
+print(_json.dumps({"font": _plotting._font, "seen": _plotting.plot_strings_seen(),
+                   "untranslated": _plotting.untranslated_plot_strings()}))
+"""
+
+
+def run_chinese(zh: dict, english: Path) -> tuple[dict, list[str]]:
+    """Execute ``zh`` (a copy) from English's folder, one thread; returns the executed
+    notebook and the plot strings it drew. Raises if one had no translation."""
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    page = english.relative_to(ROOT).with_suffix("").as_posix()
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"
+    os.environ.pop("ATTENTION_LIB_PLOT_LANG", None)
+    run = copy.deepcopy(zh)
+    run["cells"].append(
+        {
+            "cell_type": "code",
+            "id": "zh-plot-report",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": REPORT,
+        }
+    )
+    nb = nbformat.reads(json.dumps(run), as_version=4)
+    try:
+        NotebookClient(
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(english.parent)}},
+        ).execute()
+    except Exception as error:  # a cell failed: name the chapter, keep going
+        raise MissingTranslation(f"{page}: the Chinese run failed:\n{error}"[:3000])
+    text = "".join(
+        o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout"
+    )
+    report = json.loads(text.strip().splitlines()[-1])
+    if report["font"] is None:
+        raise MissingTranslation(
+            f"{page}: no CJK font for the plots (Debian: apt-get install fonts-noto-cjk)"
+        )
+    if report["untranslated"]:
+        raise MissingTranslation(
+            f"{page}: plot strings without a translation in {shown(PLOTS_PO)}:\n    "
+            + "\n    ".join(repr(s) for s in report["untranslated"])
+        )
+    nb.cells.pop()
+    return json.loads(nbformat.writes(nb)), report["seen"]
+
+
+def plot_catalog():
+    sys.path.insert(0, str(ROOT))
+    from attention_lib.plotting import PlotCatalog
+
+    return PlotCatalog("zh_CN", PLOTS_PO)
+
+
+def translations(strings) -> tuple[dict[str, str], list[str]]:
+    """``({string: its translation now}, [strings without one])``."""
+    catalog = plot_catalog()
+    done, missing = {}, []
+    for s in strings:
+        done[s], lost = catalog.translate(s)
+        missing += lost
+    return done, missing
+
+
+def untranslated(strings) -> list[str]:
+    return translations(strings)[1]
+
+
+def with_plots(zh: dict, english: Path, target: Path, check: bool) -> dict | None:
+    """``zh`` with the Chinese plots: the committed notebook's when they are current (the
+    same English notebook and plotting code, and each plot string it drew translated as
+    then), else (not ``check``) a new run's. None: stale (``check``). A catalog message
+    that no plot of this chapter uses does not make it stale."""
+    page = english.relative_to(ROOT).with_suffix("").as_posix()
+    if not has_plots(zh):
+        return zh
+    key = plot_inputs_hash(english)
+    old = json.loads(target.read_text(encoding="utf-8")) if target.exists() else None
+    record = (old or {}).get("metadata", {}).get(METADATA, {}).get("plots", {})
+    drawn = record.get("strings")
+    if record.get("inputs") == key and isinstance(drawn, dict):
+        now, missing = translations(drawn)
+        if missing:
+            raise MissingTranslation(
+                f"{page}: plot strings without a translation in {shown(PLOTS_PO)}:\n    "
+                + "\n    ".join(repr(s) for s in missing)
+            )
+        current = now == drawn
+    else:
+        current = False
+    if current:
+        copy_pngs(zh, old, page)
+    elif check:
+        return None
+    else:
+        print(f"running {shown(target)} for its Chinese plots ...", flush=True)
+        executed, seen = run_chinese(zh, english)
+        copy_pngs(zh, executed, page)
+        drawn = translations(seen)[0]
+    zh["metadata"].setdefault(METADATA, {})["plots"] = {
+        "inputs": key,
+        "strings": drawn,
+    }
     return zh
 
 
@@ -267,10 +465,14 @@ def main(argv: list[str]) -> int:
     for path in paths:
         target = OUT / path.name
         try:
-            text = dumps(chinese_notebook(path, md))
+            zh = with_plots(chinese_notebook(path, md), path, target, check)
         except MissingTranslation as error:
             failed.append(str(error))
             continue
+        if zh is None:  # --check: its plots were drawn from other inputs
+            stale.append(f"{shown(target)} (plots)")
+            continue
+        text = dumps(zh)
         if check:
             if not target.exists() or target.read_text(encoding="utf-8") != text:
                 stale.append(shown(target))

@@ -7,16 +7,26 @@ code cells and outputs, the catalogs' Chinese markdown, Chinese diagrams). On a 
   Colab/Binder link in the text (the landing page's "在 Colab 中打开第 1 章") point at
   chapters/zh_CN/NN_name.ipynb in the repository;
 * the download button's ``.ipynb`` (the page source Sphinx copies to ``_sources/``) is the
-  Chinese notebook: it is copied over the English one when the build finishes.
+  Chinese notebook: it is copied over the English one when the build finishes;
+* the plots are the Chinese notebook's (Chinese titles, axes, legends: its PNGs were drawn by
+  the Chinese notebook itself, tools/make_zh_notebooks.py): when Sphinx reads a chapter
+  (``source-read``, the raw .ipynb JSON, before myst-nb parses it), each ``image/png`` output
+  becomes the Chinese notebook's of the same cell id and rank. Everything else (code, printed
+  outputs, the plots' alt text, translated by the catalog) stays the English notebook's.
 
 The English edition is not touched. Loaded by course_i18n.py (``app.setup_extension``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
+
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 # chapters/NN_name.ipynb in a Colab (/blob/BRANCH/...) or Binder (urlpath=tree/...) address
 CHAPTER_IN_URL = re.compile(
@@ -59,8 +69,52 @@ def chinese_downloads(app, exception) -> None:
             shutil.copyfile(notebook, target)
 
 
+def png_outputs(cell: dict) -> list[dict]:
+    return [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+
+
+def swap_plots(english: dict, chinese: dict) -> int:
+    """Each ``image/png`` of ``english`` (data and size) from ``chinese``'s cell of the same
+    id, the k-th for the k-th; returns how many were swapped."""
+    cells = {c.get("id"): c for c in chinese.get("cells", [])}
+    swapped = 0
+    for cell in english.get("cells", []):
+        mine = png_outputs(cell)
+        theirs = png_outputs(cells.get(cell.get("id"), {}))
+        if not mine or len(mine) != len(theirs):
+            continue
+        for out, new in zip(mine, theirs):
+            out["data"]["image/png"] = new["data"]["image/png"]
+            size = new.get("metadata", {}).get("image/png")
+            if size is not None:
+                out.setdefault("metadata", {})["image/png"] = size
+            swapped += 1
+    return swapped
+
+
+def chinese_plots(app, docname, source) -> None:
+    if not chinese(app) or not docname.startswith("chapters/"):
+        return
+    if not str(app.env.doc2path(docname)).endswith(".ipynb"):
+        return
+    path = Path(app.srcdir) / "chapters" / "zh_CN" / f"{docname.split('/')[-1]}.ipynb"
+    if not path.exists():
+        return
+    app.env.note_dependency(str(path))  # a new Chinese notebook rebuilds the page
+    english = json.loads(source[0])
+    wanted = sum(len(png_outputs(c)) for c in english.get("cells", []))
+    swapped = swap_plots(english, json.loads(path.read_text(encoding="utf-8")))
+    if swapped != wanted:
+        logger.warning(
+            f"{docname}: {wanted - swapped} of {wanted} plots have no Chinese drawing in "
+            f"{path.name} (run make zh-notebooks)"
+        )
+    source[0] = json.dumps(english, ensure_ascii=False)
+
+
 def setup(app):
     # after sphinx-book-theme's add_launch_buttons / add_header_buttons (priority 501)
     app.connect("html-page-context", chinese_launch_links, priority=900)
     app.connect("build-finished", chinese_downloads)
+    app.connect("source-read", chinese_plots)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

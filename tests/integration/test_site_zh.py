@@ -251,3 +251,20 @@ def test_the_page_around_the_text_is_chinese_too(doc):
     ]
     assert not english, f"zh/{doc}: {english}"
     assert "打印为 PDF" in html and "© 版权所有" in html and "API 参考" in html
+
+
+PLOT_IMAGE = re.compile(r'<img[^>]+src="[^"]*_images/([0-9a-f]{64}\.png)"')
+
+
+@pytest.mark.parametrize("doc", CHAPTERS[:2])
+def test_chinese_page_shows_the_chinese_plots(doc):
+    """The plots of a Chinese page are the Chinese notebook's (Chinese titles, axes and
+    legends, drawn by attention_lib.plot_language): each plot image differs from the
+    English page's (book/_ext/course_zh_notebooks.py swaps them when Sphinx reads the
+    chapter). myst-nb names an output image by the hash of its bytes."""
+    english = PLOT_IMAGE.findall((HTML / f"{doc}.html").read_text(encoding="utf-8"))
+    chinese = PLOT_IMAGE.findall((ZH / f"{doc}.html").read_text(encoding="utf-8"))
+    assert english and len(chinese) == len(english), (doc, len(english), len(chinese))
+    same = set(english) & set(chinese)
+    assert not same, f"zh/{doc}: {len(same)} of {len(english)} plots are the English ones"
+    assert all((ZH / "_images" / name).exists() for name in chinese)
