@@ -14,7 +14,7 @@ help:
 	@echo "make long-tests  the seed sweeps and fresh learner/Colab environments (~3 min; CI runs them)"
 	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~11 min)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
-	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs"
+	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs (runs a chapter again only where its Chinese plots are stale)"
 	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
@@ -34,8 +34,8 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 setup: $(STAMP)
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
-# The Chinese notebooks run the English code cells unchanged (tests/test_zh_notebooks.py checks that):
-# nbval runs each chapter once, in English.
+# The Chinese notebooks run the English code cells unchanged but one line, the setup cell's switch to
+# Chinese plots (tests/test_zh_notebooks.py checks that): nbval runs each chapter once, in English.
 NBVAL += --ignore=chapters/zh_CN
 # Notebooks run single-threaded, both when their outputs are stored (make execute) and when nbval re-runs
 # them: float reductions then do not depend on the machine's core count, and two nbval workers do not

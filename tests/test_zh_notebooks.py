@@ -77,11 +77,31 @@ def test_chinese_plot_strings_are_all_translated():
         if not zh.has_plots(notebook):
             continue
         record = notebook["metadata"].get(zh.METADATA, {}).get("plots")
-        assert record and record["strings"], f"{path.name}: no plot strings recorded"
+        assert record is not None, f"{path.name}: no plot strings recorded"
         missing[path.name] = zh.untranslated(record["strings"])
     assert missing and not any(missing.values()), {
         k: v for k, v in missing.items() if v
     }
+
+
+def test_the_chinese_site_shows_the_chinese_notebooks_plots():
+    """book/_ext/course_zh_notebooks.py: on the Chinese site each plot of a chapter is
+    the Chinese notebook's PNG (same cell id and rank); nothing else changes."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import course_zh_notebooks as ext
+
+    english_path = zh.chapters_in_toc()[0]
+    english = json.loads(english_path.read_text(encoding="utf-8"))
+    chinese = json.loads((zh.OUT / english_path.name).read_text(encoding="utf-8"))
+    before = json.loads(json.dumps(english))
+    wanted = [o for c in chinese["cells"] for o in zh.png_outputs(c)]
+    assert ext.swap_plots(english, chinese) == len(wanted) > 0
+    assert [o for c in english["cells"] for o in zh.png_outputs(c)] == wanted
+    for a, b in zip(english["cells"], before["cells"]):
+        assert a["source"] == b["source"]
+        assert [strip_png(o) for o in a.get("outputs", [])] == [
+            strip_png(o) for o in b.get("outputs", [])
+        ]
 
 
 def test_an_untranslated_plot_string_stops_the_tool(tmp_path, monkeypatch):
