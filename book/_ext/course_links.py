@@ -7,7 +7,8 @@
   site's root, which only ``make pdf`` (and the pages workflow) writes. When the file is not
   there, the link is written without its ``href`` (``data-course-pdf`` keeps the address and
   ``hidden`` hides it), so a ``make book`` site has no dead link; ``tools/build_pdf.py`` turns
-  it back into a link when it copies the PDF into the site.
+  it back into a link when it copies the PDF into the site. The Chinese landing page links
+  the Chinese PDF, ``attention-course.zh_CN.pdf``, beside it, the same way.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-PDF = "attention-course.pdf"
-PDF_LINK = re.compile(r'<a href="((?:\.\./)+)' + re.escape(PDF) + r'"')
+PDF = "attention-course.pdf"  # and the Chinese edition's attention-course.zh_CN.pdf
+PDF_LINK = re.compile(r'<a href="((?:\.\./)+)(attention-course(?:\.zh_CN)?\.pdf)"')
 
 
 def fill_repository_url(app, config) -> None:
@@ -44,15 +45,15 @@ def site_root(app) -> Path:
 
 def pdf_link_only_when_present(app, pagename, templatename, context, doctree) -> None:
     body = context.get("body") or ""
-    if PDF not in body:
+    if not PDF_LINK.search(body):
         return
     page_dir = (site_root(app) / pagename).parent
 
     def replace(match):
-        target = (page_dir / (match.group(1) + PDF)).resolve()
+        target = (page_dir / (match.group(1) + match.group(2))).resolve()
         if target.exists():
             return match.group(0)
-        return f'<a data-course-pdf="{match.group(1)}{PDF}" hidden'
+        return f'<a data-course-pdf="{match.group(1)}{match.group(2)}" hidden'
 
     context["body"] = PDF_LINK.sub(replace, body)
 

@@ -11,12 +11,16 @@ message (domain -> msgid -> Chinese), ahead of the themes' catalogs.
 the page itself stays English (the API reference, tools/build_book.py UNTRANSLATED).
 
 The theme's few hard-coded English attributes are passed through ``_()`` by the templates
-book/_templates/toggle-*-sidebar.html, and myst-nb's "Toggle hidden content" label is replaced
-in the page body. Loaded by course_i18n.py (``app.setup_extension``).
+book/_templates/toggle-*-sidebar.html, sbt-sidebar-nav.html ("Main") and layout.html ("Page"),
+and myst-nb's "Toggle hidden content" label is replaced in the page body; sphinx-togglebutton's
+script writes the same label on the buttons it adds, which a small script of the Chinese pages
+translates once they are there (``togglebutton`` messages). Loaded by course_i18n.py
+(``app.setup_extension``).
 """
 
 from __future__ import annotations
 
+import json
 from gettext import NullTranslations
 
 import sphinx.locale
@@ -85,10 +89,34 @@ def body_labels(app, pagename, templatename, context, doctree) -> None:
             )
 
 
+# Runs after every DOMContentLoaded handler (sphinx-togglebutton adds its buttons in one).
+SCRIPT_LABELS = """document.addEventListener('DOMContentLoaded', () => setTimeout(() => {
+    const labels = %s;
+    for (const name of ['aria-label', 'title']) {
+        for (const el of document.querySelectorAll('[' + name + ']')) {
+            const value = labels[el.getAttribute(name)];
+            if (value) el.setAttribute(name, value);
+        }
+    }
+}));"""
+
+
+def script_labels(app) -> None:
+    """The labels the extensions' scripts write in English, translated on the page."""
+    if not chinese(app):
+        return
+    labels = (app.config.course_theme_translations or {}).get("togglebutton", {})
+    if labels:
+        app.add_js_file(
+            None, body=SCRIPT_LABELS % json.dumps(labels, ensure_ascii=False)
+        )
+
+
 def setup(app):
     app.add_config_value("course_theme_translations", {}, "html", types=[dict])
     app.add_config_value("course_page_titles", {}, "env", types=[dict])
     app.connect("builder-inited", override_theme_messages)
+    app.connect("builder-inited", script_labels)
     app.connect("env-updated", page_titles)
     app.connect("html-page-context", body_labels)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

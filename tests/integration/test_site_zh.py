@@ -98,6 +98,10 @@ def test_chinese_page(browser, site_url, doc):
         href = english.get_attribute("href")
         status = page.evaluate("async (h) => (await fetch(h)).status", href)
         assert status == 200 and href.endswith(f"{doc}.html"), (href, status)
+        # every aria-label, title, alt, placeholder: Chinese or a code name, once the
+        # scripts ran (sphinx-togglebutton's buttons, Bootstrap's tooltips)
+        english = english_labels(page, doc)
+        assert not english, f"zh/{doc}: English labels: {english[:8]}"
         check_fits_a_phone(page, f"zh/{doc}")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(
@@ -253,6 +257,90 @@ def test_the_page_around_the_text_is_chinese_too(doc):
     assert "打印为 PDF" in html and "© 版权所有" in html and "API 参考" in html
 
 
+# --- What a screen reader says and a tooltip shows on a Chinese page (issue 25): Chinese too.
+LABEL_ATTRIBUTES = (
+    "aria-label",
+    "aria-description",
+    "aria-roledescription",
+    "title",
+    "alt",
+    "placeholder",
+    "data-bs-original-title",  # Bootstrap moves a tooltip's title here
+    "data-tooltip",
+    "data-toggle-hint",
+)
+# the labels the themes hard-code (no catalog): single words the word-run rule below misses
+KNOWN_ENGLISH = {
+    "Main",
+    "Page",
+    "Related",
+    "Search",
+    "Copy",
+    "Copied!",
+    "Close",
+    "Menu",
+}
+# two or more English words in a row ("Toggle hidden content", "Colab logo"); a code name
+# (attention_lib.KVCache, Hkv, GQA) is not a run of words
+ENGLISH_WORDS = re.compile(
+    r"(?<![\w.])[A-Za-z][a-z]+(?:[ \u00a0]+[A-Za-z]?[a-z]+)+(?![\w(])"
+)
+PAGE_LABELS = """(attributes) => {
+    const out = [];
+    for (const el of document.querySelectorAll('*')) {
+        // meant in English: the switch to the English page (lang="en"), a citation's
+        // tooltip (the English bibliography entry)
+        if (el.closest('[lang^="en"]')) continue;
+        for (const name of attributes) {
+            const value = el.getAttribute(name);
+            if (!value || !value.trim()) continue;
+            if (name === 'title' && el.matches('a[href*="references.html#"]')) continue;
+            out.push([el.tagName.toLowerCase(), name, value,
+                      !!el.closest('.bd-article')]);
+        }
+    }
+    return out;
+}"""
+
+
+def english_labels(page, doc: str) -> list[tuple[str, str, str]]:
+    """(tag, attribute, value) of every label on the page (the whole document, hidden parts
+    too: drawers, dialogs, what the scripts added) that is English: no Chinese in it, and a
+    known theme label or a run of two or more English words. The English-only API page's
+    text is exempt, not the page around it."""
+    found = []
+    for tag, name, value, in_text in page.evaluate(PAGE_LABELS, list(LABEL_ATTRIBUTES)):
+        if in_text and doc in ENGLISH_ONLY:
+            continue
+        if CJK.search(
+            value
+        ):  # Chinese, quoting English where it must ("Dive into ...")
+            continue
+        if value.strip() in KNOWN_ENGLISH or ENGLISH_WORDS.search(value):
+            found.append((tag, name, value[:80]))
+    return sorted(set(found))
+
+
+def test_the_chinese_landing_page_links_the_chinese_pdf_only_when_present():
+    """The landing page's PDF button: the Chinese PDF (make pdf writes it beside the
+    English one, _build/html/attention-course.zh_CN.pdf); a link only when the file is
+    there, hidden without an address after a plain `make book` (book/_ext/course_links.py,
+    tools/build_pdf.py), as on the English landing page."""
+    for page, pdf in (
+        (ZH / "book" / "intro.html", HTML / "attention-course.zh_CN.pdf"),
+        (HTML / "book" / "intro.html", HTML / "attention-course.pdf"),
+    ):
+        html = page.read_text(encoding="utf-8")
+        links = re.findall(r'<a (href|data-course-pdf)="([^"]+\.pdf)"( hidden)?', html)
+        assert len(links) == 1, (page, links)
+        attribute, address, hidden = links[0]
+        assert (page.parent / address).resolve() == pdf.resolve(), (page, address)
+        if pdf.exists():
+            assert (attribute, hidden) == ("href", ""), (page, links)
+        else:
+            assert (attribute, hidden) == ("data-course-pdf", " hidden"), (page, links)
+
+
 PLOT_IMAGE = re.compile(r'<img[^>]+src="[^"]*_images/([0-9a-f]{64}\.png)"')
 
 
@@ -266,5 +354,7 @@ def test_chinese_page_shows_the_chinese_plots(doc):
     chinese = PLOT_IMAGE.findall((ZH / f"{doc}.html").read_text(encoding="utf-8"))
     assert english and len(chinese) == len(english), (doc, len(english), len(chinese))
     same = set(english) & set(chinese)
-    assert not same, f"zh/{doc}: {len(same)} of {len(english)} plots are the English ones"
+    assert not same, (
+        f"zh/{doc}: {len(same)} of {len(english)} plots are the English ones"
+    )
     assert all((ZH / "_images" / name).exists() for name in chinese)
