@@ -11,7 +11,12 @@ attachments as Jupyter and Colab do. The test fails on
 * an answer shown before the reader opens it: a solution (a ``hide-cell`` code cell) must
   carry ``jupyter.source_hidden`` and ``jupyter.outputs_hidden`` (JupyterLab folds its code
   and its output) and ``cellView: form`` (Colab), and a markdown explanation right after it
-  must sit in a closed ``<details>`` (``tools/hide_answers.py`` writes all of these),
+  must sit in a closed ``<details>`` (``tools/hide_answers.py`` writes all of these), and
+  in the page nbconvert writes -- which honours none of that metadata -- the solution cell
+  must follow the toggle cell that hides it while closed (its ``<style>`` and its closed
+  ``<details class="course-answer">``); tests/integration/test_nbconvert.py opens the
+  pages in Chromium and checks that no solution's code or output is visible before its
+  toggle is opened, and that both are after,
 * a code line over 88 columns (the code column of the website, Colab and print).
 
 Plots (cell outputs) are PNG images; Jupyter and nbconvert have no place for their alt
@@ -35,6 +40,71 @@ import hide_answers  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 WIDTH = 88
+
+
+class Cells(HTMLParser):
+    """nbconvert's cells (``<div class="jp-Cell ...">``) in order: their classes, the
+    ``<details>`` each holds (attributes) and the raw text of their ``<style>``s."""
+
+    def __init__(self):
+        super().__init__()
+        self.cells: list[dict] = []
+        self.depth = 0  # open <div>s inside the current cell; 0 outside a cell
+        self.in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        classes = (attrs.get("class") or "").split()
+        if tag == "div" and not self.depth and "jp-Cell" in classes:
+            self.cells.append({"classes": classes, "details": [], "style": ""})
+            self.depth = 1
+            return
+        if not self.depth:
+            return
+        if tag == "div":
+            self.depth += 1
+        elif tag == "details":
+            self.cells[-1]["details"].append(attrs)
+        elif tag == "style":
+            self.in_style = True
+
+    def handle_endtag(self, tag):
+        if tag == "style":
+            self.in_style = False
+        elif tag == "div" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if self.in_style and self.depth:
+            self.cells[-1]["style"] += data
+
+
+def closed_behind_toggle(html: str) -> list[str]:
+    """What is wrong with how the page nbconvert wrote closes its solutions: each solution
+    cell must come right after a toggle cell whose ``<style>`` is hide_answers.py's and
+    whose ``<details class="course-answer">`` is closed."""
+    parser = Cells()
+    parser.feed(html)
+    cells = parser.cells
+    rule = hide_answers.TOGGLE.split("<style>")[1].split("</style>")[0]
+    problems = []
+    solutions = [i for i, c in enumerate(cells) if "celltag_hide-cell" in c["classes"]]
+    for i in solutions:
+        before = cells[i - 1] if i else {"details": [], "style": ""}
+        toggles = [d for d in before["details"] if d.get("class") == "course-answer"]
+        if not toggles:
+            problems.append(f"HTML cell {i}: a solution with no toggle before it")
+        elif (
+            "open" in toggles[0]
+            or "hidden" not in toggles[0]
+            or toggles[0].get("style") != "display: none"
+        ):
+            problems.append(f"HTML cell {i}: its toggle {toggles[0]} is not closed")
+        if before["style"] != rule:
+            problems.append(f"HTML cell {i}: the toggle's <style> is not hide_answers'")
+    if not solutions:
+        problems.append("no solution cell (celltag_hide-cell) in the page")
+    return problems
 
 
 class Images(HTMLParser):
@@ -104,6 +174,17 @@ def test_chapter_renders_alone(path, tmp_path):
                 assert len(line) <= WIDTH, (
                     f"{path.name} cell {i}: {len(line)} columns: {line[:50]!r}..."
                 )
+    solutions = [i for i, c in enumerate(nb["cells"]) if hide_answers.is_solution(c)]
+    if solutions:
+        # nbconvert shows every cell's code and output: the toggle cell before each
+        # solution hides it there (and only there) until it is opened.
+        assert [i - 1 for i in solutions] == [
+            i
+            for i, c in enumerate(nb["cells"])
+            if hide_answers.is_toggle(c) and "".join(c["source"]) == hide_answers.TOGGLE
+        ], f"{path.name}: a solution without its toggle (python tools/hide_answers.py)"
+        problems = closed_behind_toggle(html)
+        assert not problems, f"{path.name}: " + "; ".join(problems[:3])
     unwrapped = hide_answers.unwrapped_explanations(nb)
     assert not unwrapped, (
         f"{path.name} cells {unwrapped}: the explanation of a solution shown open "
@@ -154,3 +235,49 @@ def test_every_cited_paper_is_in_the_bibliography():
                     (path.name, u) for u in link.findall("".join(cell["source"]))
                 } - {(path.name, u) for u in known}
     assert not missing, sorted(missing)
+
+
+def test_citations_match_the_bibliography_labels():
+    """The references page labels each entry as the chapters cite it ("Vaswani et al.,
+    2017": book/_ext/course_bibstyle.py), so a reader finds a citation in the list: a
+    citation link's text that names an author starts with its entry's first author and
+    gives its entry's year ("Ainslie et al. (2023)" and "Ainslie et al., 2023" both
+    point at "Ainslie et al., 2023"; "DeepSeek-AI, 2024" at "DeepSeek-AI, 2024a")."""
+    import re
+
+    from pybtex.database import parse_file
+    from pybtex.plugin import find_plugin
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import course_bibstyle  # noqa: F401  (registers the style)
+
+    db = parse_file(str(ROOT / "book" / "references.bib"))
+    style = find_plugin("pybtex.style.formatting", "course_author_year")()
+    labels = {}
+    for entry in style.format_entries(db.entries.values()):
+        fields = db.entries[entry.key].fields
+        for url in (fields.get("url"), "https://doi.org/" + fields.get("doi", "")):
+            labels[url] = entry.label
+    assert labels["https://arxiv.org/abs/1706.03762"] == "Vaswani et al., 2017"
+    link = re.compile(r"\[([^\[\]]+)\]\((https://(?:arxiv\.org|doi\.org)/[^)\s]+)\)")
+    wrong = []
+    checked = 0
+    for path in CHAPTERS:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for text, url in link.findall("".join(cell["source"])):
+                text = " ".join(text.split())
+                year = re.search(r"\b\d{4}[a-z]?\b", text)
+                if not re.match(r"[A-Z]", text) or not year or url not in labels:
+                    continue  # "([2015](...))" after the names in the sentence
+                checked += 1
+                label = labels[url]
+                surname = re.match(r"[^\s,(]+", text).group()
+                label_year = label.rsplit(", ", 1)[1]
+                if not (
+                    label.startswith(surname) and label_year.startswith(year.group())
+                ):
+                    wrong.append(f"{path.name}: [{text}] cites {label!r}")
+    assert checked > 20, checked
+    assert not wrong, wrong

@@ -12,7 +12,19 @@ the text explains it, the explanation right after it. This script sets
   paragraph wrapped in ``<details class="explanation"><summary>Explanation of the
   solution</summary> ... </details>``, which JupyterLab, Colab, nbconvert and the website
   all show closed. The text itself is unchanged, indentation included (so its message in the
-  Chinese catalog is too); the rest of the cell (usually the next exercise) stays as it is.
+  Chinese catalog is too); the rest of the cell (usually the next exercise) stays as it is;
+* before each solution, a markdown cell of its own (tags ``answer-toggle`` and
+  ``remove-cell``) for a notebook rendered alone to HTML: ``jupyter nbconvert --to html``
+  takes no option from the notebook and shows every cell's code and output, so this cell
+  carries a toggle, ``<details class="course-answer" hidden style="display: none">``
+  labelled "Show solution", and a ``<style>`` that, in nbconvert's page only
+  (``body.jp-Notebook``, its lab template), shows that toggle and hides the solution cell
+  after it (``celltag_hide-cell``) while the toggle is closed. JupyterLab and Colab drop
+  the ``<style>`` and keep the toggle hidden (JupyterLab's sanitizer drops ``hidden`` but
+  keeps ``display: none``), as they close the solution themselves (see above); the
+  website removes the cell (``remove-cell``); a browser without ``:has()`` keeps the
+  toggle hidden and the solution shown, as before. The code and output stay where they
+  are: one copy.
 
 Nothing else changes (no code, no output), and running it twice changes nothing.
 
@@ -33,12 +45,43 @@ SUMMARY = "Explanation of the solution"
 OPEN = f'<details class="explanation">\n<summary>{SUMMARY}</summary>\n\n'
 CLOSE = "\n\n</details>"
 PROMPTS = {"code_prompt_show": "Show solution", "code_prompt_hide": "Hide solution"}
+TOGGLE_TAGS = ["answer-toggle", "remove-cell"]
+# The toggle cell, exactly (--check compares it). Its label is course_cell_prompts' "Show
+# solution", which tools/make_zh_notebooks.py translates in the Chinese notebooks.
+TOGGLE = """\
+<!-- A notebook rendered alone to HTML (jupyter nbconvert) shows the solution below only
+when "Show solution" is opened; JupyterLab, Colab and the website hide this cell and
+close the solution themselves. Written by tools/hide_answers.py: do not edit. -->
+<style>
+@supports selector(:has(*)) {
+  body.jp-Notebook details.course-answer { display: block !important; }
+  body.jp-Notebook .jp-Cell:has(details.course-answer:not([open])) + .celltag_hide-cell {
+    display: none;
+  }
+}
+</style>
+<details class="course-answer" hidden style="display: none"><summary>Show solution</summary>
+</details>"""
 
 
 def is_solution(cell) -> bool:
     return cell["cell_type"] == "code" and "hide-cell" in cell["metadata"].get(
         "tags", []
     )
+
+
+def is_toggle(cell) -> bool:
+    return cell["cell_type"] == "markdown" and "answer-toggle" in cell["metadata"].get(
+        "tags", []
+    )
+
+
+def toggle_cell(solution):
+    cell = nbformat.v4.new_markdown_cell(TOGGLE)
+    cell["metadata"]["tags"] = list(TOGGLE_TAGS)
+    if solution.get("id"):
+        cell["id"] = (solution["id"] + "-toggle")[-64:]
+    return cell
 
 
 def split_explanation(source: str) -> tuple[str, str]:
@@ -61,9 +104,34 @@ def split_explanation(source: str) -> tuple[str, str]:
     return explanation, rest
 
 
+def place_toggles(nb) -> bool:
+    """One toggle cell, exactly as written here, right before each solution and nowhere
+    else; return True if anything changed."""
+    old = nb["cells"]
+    cells = []
+    for i, cell in enumerate(old):
+        if is_toggle(cell):
+            continue
+        if is_solution(cell):
+            before = old[i - 1] if i > 0 else None
+            if (
+                before is not None
+                and is_toggle(before)
+                and "".join(before["source"]) == TOGGLE
+                and before["metadata"].get("tags") == TOGGLE_TAGS
+            ):
+                cells.append(before)
+            else:
+                cells.append(toggle_cell(cell))
+        cells.append(cell)
+    changed = [id(c) for c in cells] != [id(c) for c in old]
+    nb["cells"] = cells
+    return changed
+
+
 def hide(nb) -> bool:
     """Hide the answers of ``nb`` in place; return True if anything changed."""
-    changed = False
+    changed = place_toggles(nb)
     cells = nb["cells"]
     for i, cell in enumerate(cells):
         if not is_solution(cell):
