@@ -463,7 +463,7 @@ class PlotCatalog:
             return "\n".join(t for t, _ in lines), [m for _, ms in lines for m in ms]
         for regex, msgstr in self.patterns:
             match = regex.match(s)
-            if match is None:
+            if match is None or s in match.groupdict().values():  # ("%1": no end)
                 continue
             if msgstr is None:
                 return s, [s]
@@ -495,8 +495,9 @@ def cjk_font() -> str | None:
     ``CJK_FONT_FILES``), or None."""
     from matplotlib import font_manager
 
+    known = {f.fname for f in font_manager.fontManager.ttflist}
     for path in CJK_FONT_FILES:
-        if Path(path).exists():
+        if path not in known and Path(path).exists():
             font_manager.fontManager.addfont(path)
     names = {f.name for f in font_manager.fontManager.ttflist}
     return next((name for name in CJK_FAMILIES if name in names), None)

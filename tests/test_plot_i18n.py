@@ -123,6 +123,13 @@ def test_catalog_reader_and_patterns(tmp_path):
         "fuzzy one": None,
         "empty one": None,
     }
+    anything = tmp_path / "anything.po"
+    anything.write_text('msgid "%1"\nmsgstr "%1"\n', encoding="utf-8")
+    # a message that is only a placeholder matches everything, itself included: skipped
+    assert plotting.PlotCatalog("zh_CN", anything).translate("word") == (
+        "word",
+        ["word"],
+    )
     catalog = plotting.plot_catalog("zh_CN")
     assert catalog.translate("$x$ = 0.5") == ("$x$ = 0.5", [])  # nothing to translate
     assert catalog.translate("head 12") == ("头 12", [])

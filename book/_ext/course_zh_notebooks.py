@@ -105,9 +105,11 @@ def chinese_plots(app, docname, source) -> None:
     wanted = sum(len(png_outputs(c)) for c in english.get("cells", []))
     swapped = swap_plots(english, json.loads(path.read_text(encoding="utf-8")))
     if swapped != wanted:
-        logger.warning(
+        # not a build error: a stale Chinese notebook fails make test already
+        # (tests/test_zh_notebooks.py); the page then shows those plots in English
+        logger.info(
             f"{docname}: {wanted - swapped} of {wanted} plots have no Chinese drawing in "
-            f"{path.name} (run make zh-notebooks)"
+            f"chapters/zh_CN/{path.name} (run make zh-notebooks)"
         )
     source[0] = json.dumps(english, ensure_ascii=False)
 
