@@ -239,45 +239,63 @@ def test_every_cited_paper_is_in_the_bibliography():
 
 def test_citations_match_the_bibliography_labels():
     """The references page labels each entry as the chapters cite it ("Vaswani et al.,
-    2017": book/_ext/course_bibstyle.py), so a reader finds a citation in the list: a
-    citation link's text that names an author starts with its entry's first author and
-    gives its entry's year ("Ainslie et al. (2023)" and "Ainslie et al., 2023" both
+    2017"; in the Chinese edition "Vaswani 等人，2017": book/_ext/course_bibstyle.py), so a
+    reader finds a citation in the list: a citation link's text that names an author, in
+    the English chapters and in the Chinese catalogs, starts with its entry's first author
+    and gives its entry's year ("Ainslie et al. (2023)" and "Ainslie et al., 2023" both
     point at "Ainslie et al., 2023"; "DeepSeek-AI, 2024" at "DeepSeek-AI, 2024a")."""
     import re
 
+    from babel.messages.pofile import read_po
     from pybtex.database import parse_file
     from pybtex.plugin import find_plugin
 
     sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    import course_bibstyle  # noqa: F401  (registers the style)
+    import course_bibstyle
 
     db = parse_file(str(ROOT / "book" / "references.bib"))
     style = find_plugin("pybtex.style.formatting", "course_author_year")()
-    labels = {}
-    for entry in style.format_entries(db.entries.values()):
-        fields = db.entries[entry.key].fields
-        for url in (fields.get("url"), "https://doi.org/" + fields.get("doi", "")):
-            labels[url] = entry.label
-    assert labels["https://arxiv.org/abs/1706.03762"] == "Vaswani et al., 2017"
+
+    def labels(language: str) -> dict[str, str]:
+        course_bibstyle.language = language
+        try:
+            entries = list(style.format_entries(db.entries.values()))
+        finally:
+            course_bibstyle.language = "en"
+        by_url = {}
+        for entry in entries:
+            fields = db.entries[entry.key].fields
+            for url in (fields.get("url"), "https://doi.org/" + fields.get("doi", "")):
+                by_url[url] = entry.label
+        return by_url
+
+    english, chinese = labels("en"), labels("zh_CN")
+    assert english["https://arxiv.org/abs/1706.03762"] == "Vaswani et al., 2017"
+    assert chinese["https://arxiv.org/abs/1706.03762"] == "Vaswani 等人，2017"
+    texts = []  # (where, link text, url, labels)
+    for path in CHAPTERS:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                texts.append((path.name, "".join(cell["source"]), english))
+    for po in sorted((ROOT / "locales/zh_CN/LC_MESSAGES/chapters").glob("*.po")):
+        with po.open("rb") as f:
+            for message in read_po(f):
+                if message.id and isinstance(message.string, str):
+                    texts.append((po.name, message.string, chinese))
     link = re.compile(r"\[([^\[\]]+)\]\((https://(?:arxiv\.org|doi\.org)/[^)\s]+)\)")
     wrong = []
     checked = 0
-    for path in CHAPTERS:
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            if cell["cell_type"] != "markdown":
-                continue
-            for text, url in link.findall("".join(cell["source"])):
-                text = " ".join(text.split())
-                year = re.search(r"\b\d{4}[a-z]?\b", text)
-                if not re.match(r"[A-Z]", text) or not year or url not in labels:
-                    continue  # "([2015](...))" after the names in the sentence
-                checked += 1
-                label = labels[url]
-                surname = re.match(r"[^\s,(]+", text).group()
-                label_year = label.rsplit(", ", 1)[1]
-                if not (
-                    label.startswith(surname) and label_year.startswith(year.group())
-                ):
-                    wrong.append(f"{path.name}: [{text}] cites {label!r}")
-    assert checked > 20, checked
+    for where, source, by_url in texts:
+        for text, url in link.findall(source):
+            text = " ".join(text.split())
+            year = re.search(r"(?<!\d)\d{4}[a-z]?(?![\da-z])", text)
+            if not re.match(r"[A-Z]", text) or not year or url not in by_url:
+                continue  # "([2015](...))" after the names in the sentence
+            checked += 1
+            label = by_url[url]
+            surname = re.match(r"[^\s,，、(（]+", text).group()
+            label_year = re.search(r"\d{4}[a-z]?$", label).group()
+            if not (label.startswith(surname) and label_year.startswith(year.group())):
+                wrong.append(f"{where}: [{text}] cites {label!r}")
+    assert checked > 40, checked
     assert not wrong, wrong
