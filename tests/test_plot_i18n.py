@@ -170,3 +170,14 @@ def test_the_env_variable_switches_the_language():
         check=True,
     ).stdout.strip()
     assert out == ("zh_CN" if plotting.cjk_font() else "None")
+
+
+def test_without_a_cjk_font_the_plots_stay_english_and_a_warning_says_so(monkeypatch):
+    monkeypatch.setattr(plotting, "CJK_FONT_FILES", ())
+    monkeypatch.setattr(plotting, "CJK_FAMILIES", ())
+    with pytest.warns(UserWarning, match="no CJK font found .* stay in English"):
+        assert al.plot_language("zh_CN") is None
+    assert plotting._catalog is None
+    fig = al.plot([0, 1], xlabel="keys")
+    draw(fig)
+    assert fig.axes[0].get_xlabel() == "keys"
