@@ -185,3 +185,20 @@ def test_a_stale_notebook_fails_the_check(tmp_path, monkeypatch, capsys):
     assert english.name in capsys.readouterr().err
     assert zh.main([str(english)]) == 0  # rewritten
     assert zh.main(["--check", str(english)]) == 0
+
+
+def test_only_code_plots_or_plotting_py_rerun_a_chapter(tmp_path):
+    english = zh.chapters_in_toc()[0]
+    notebook = json.loads(english.read_text(encoding="utf-8"))
+    copy = tmp_path / english.name
+    copy.write_text(zh.dumps(notebook), encoding="utf-8")
+    key = zh.plot_inputs_hash(copy)
+    assert key == zh.plot_inputs_hash(english)
+    markdown = next(c for c in notebook["cells"] if c["cell_type"] == "markdown")
+    markdown["source"] = ["# A new title\n"]
+    copy.write_text(zh.dumps(notebook), encoding="utf-8")
+    assert zh.plot_inputs_hash(copy) == key  # prose: the plots stay
+    code = next(c for c in notebook["cells"] if zh.png_outputs(c))
+    code["source"] = ["".join(code["source"]) + "\n# changed"]
+    copy.write_text(zh.dumps(notebook), encoding="utf-8")
+    assert zh.plot_inputs_hash(copy) != key  # code: drawn again

@@ -30,8 +30,8 @@ What changes, and what does not:
   running the Chinese notebook once (nbclient, one thread, from chapters/, in memory); every
   other output is the English notebook's, byte for byte. A plot string without a translation
   stops the tool, naming it. The run is repeated only when what it drew changes: the English
-  notebook or attention_lib/plotting.py (their hash), or the translation of a plot string it
-  drew (the notebook's metadata ``attention_course.plots`` keeps each string with its
+  notebook's code or plots, or attention_lib/plotting.py (their hash), or the translation of a
+  plot string it drew (the notebook's metadata ``attention_course.plots`` keeps each string with its
   translation); a new catalog message for another chapter re-runs nothing. ``--check`` runs
   nothing either: it compares the hash and looks every recorded string up in the catalog.
 """
@@ -291,10 +291,20 @@ def add_plot_switch(notebook: dict) -> None:
 
 # -- the plots, drawn by the Chinese notebook itself
 def plot_inputs_hash(english: Path) -> str:
+    """What the Chinese plots are drawn from, besides their translations: the English
+    notebook's code cells and its plots (a re-executed chapter whose plots changed: the
+    library changed, or a plot shows a timing), and attention_lib/plotting.py. A prose
+    edit, a new diagram or a cell's metadata re-runs nothing."""
     import hashlib
 
-    digest = hashlib.sha256()
-    for path in (english, *PLOT_INPUTS):
+    notebook = json.loads(english.read_text(encoding="utf-8"))
+    code = [
+        ["".join(c["source"]), [o["data"]["image/png"] for o in png_outputs(c)]]
+        for c in notebook["cells"]
+        if c["cell_type"] == "code"
+    ]
+    digest = hashlib.sha256(json.dumps(code).encode())
+    for path in PLOT_INPUTS:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
