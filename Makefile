@@ -15,7 +15,7 @@ help:
 	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~11 min)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
 	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs (runs a chapter again only where its Chinese plots are stale)"
-	@echo "make pdf       the whole book as one PDF (_build/pdf/attention-course.pdf, also copied into the site)"
+	@echo "make pdf       the whole book as one PDF, English and Chinese (_build/pdf/attention-course{,.zh_CN}.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
 	@echo "make bench     speed and memory benchmarks (not part of make test)"
@@ -144,7 +144,7 @@ translations: $(STAMP)
 zh-notebooks: $(STAMP)
 	$(PY) tools/make_zh_notebooks.py
 
-# The whole book as one PDF: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
+# The whole book as one PDF, in each edition: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
 # Not part of `make test` (it takes longer than the test budget allows).
 pdf: book browser-deps
 	$(PY) tools/build_pdf.py

@@ -1,4 +1,7 @@
-"""Build the whole book as one PDF: `make pdf`.
+"""Build the whole book as one PDF, in each edition: `make pdf`.
+
+English: _build/pdf/attention-course.pdf; Chinese (中文版, from the catalogs in locales/zh_CN,
+set in the Noto CJK fonts the diagrams use, which Chromium embeds): attention-course.zh_CN.pdf.
 
 Jupyter Book builds the book as a single HTML page (Sphinx's singlehtml builder, the
 site's own theme, templates and print CSS), and the Chromium the browser tests already
@@ -11,23 +14,25 @@ use prints it (Playwright's page.pdf). Before printing, the page is made a book:
   the published site (never to the throw-away print server), one around a figure is
   dropped;
 * web-only labels go (the permalink "#", "Show solution" / "Hide solution": a solution is
-  printed open under a plain "Solution" label);
+  printed open under a plain "Solution" label, 答案 in Chinese);
 * MathJax typesets the formulas first; a displayed formula wider than the page is scaled
   down; a wrapped code line continues indented under its own line (course.css: @media
   print wraps code at the margin).
 
 Then pypdf writes the outline (bookmarks): one per chapter, one per section under it,
-named by the heading's text with its math as plain text. ``check_pdf`` reads the result
-back and lists what is wrong (an outline that does not match the contents, a link to a
-local address); `make pdf` fails on any.
+named by the heading's text with its math as plain text (TeX's spacing: `\\sqrt d` is
+"√d"). ``check_pdf`` reads the result back and lists what is wrong (an outline that does
+not match the contents, a stray space in a title, a Chinese outline that is not Chinese,
+a font not embedded, a link to a local address); `make pdf` fails on any.
 
-    python tools/build_pdf.py [OUT.pdf] [--no-build]   # default: _build/pdf/attention-course.pdf
-    python tools/build_pdf.py --check [PDF]             # only check an existing PDF
+    python tools/build_pdf.py [--edition en|zh_CN] [--no-build]   # default: both editions
+    python tools/build_pdf.py --check [--edition en|zh_CN]         # only check the PDFs
 
---no-build prints the existing _build/singlehtml again. The PDF is also copied to
-_build/html/attention-course.pdf when the website has been built, and the landing page's
-"Download the whole book (PDF)" link is turned on (book/_ext/course_links.py writes it
-hidden while there is no PDF).
+--no-build prints the existing single pages (_build/singlehtml, _build/zh-pdf/singlehtml)
+again. Each PDF is also copied to the site's root (_build/html/attention-course.pdf,
+_build/html/attention-course.zh_CN.pdf) when the website has been built, and the landing
+page's "Download the whole book (PDF)" link of that edition is turned on
+(book/_ext/course_links.py writes it hidden while its PDF is not there).
 """
 
 import functools
@@ -45,14 +50,81 @@ import yaml
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-SINGLE = ROOT / "_build" / "singlehtml"
-DEFAULT_OUT = ROOT / "_build" / "pdf" / "attention-course.pdf"
+BUILD = ROOT / "_build"
+SINGLE = BUILD / "singlehtml"
+DEFAULT_OUT = BUILD / "pdf" / "attention-course.pdf"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 REPOSITORY = CONFIG["repository"]["url"]
 # GitHub Pages publishes https://github.com/OWNER/NAME at https://OWNER.github.io/NAME/.
 _owner, _name = REPOSITORY.removeprefix("https://github.com/").split("/")[:2]
 SITE = f"https://{_owner}.github.io/{_name}/"
+ZH_CONFIG = yaml.safe_load(
+    (ROOT / "locales" / "zh_CN" / "config.yml").read_text(encoding="utf-8")
+)
+CJK = re.compile(r"[\u3400-\u9fff]")
+# two or more English words in a row (not a name: "conda", "Colab", "GQA")
+ENGLISH_WORDS = re.compile(r"(?<![\w.])[A-Za-z][a-z]+(?:\s+[A-Za-z]?[a-z]+)+(?![\w(])")
+CHAPTERS = sum(
+    entry["file"].startswith("chapters/")
+    for part in yaml.safe_load((ROOT / "_toc.yml").read_text())["parts"]
+    for entry in part["chapters"]
+)
+
+
+def chinese_subtitle() -> str:
+    """The landing page's heading, from its Chinese catalog."""
+    from babel.messages.pofile import read_po
+
+    english = book_titles("en")["subtitle"]
+    po = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "book" / "intro.po"
+    with open(po, "rb") as f:
+        message = read_po(f).get(english)
+    return message.string if message and message.string else english
+
+
+# What differs between the editions' books.
+EDITIONS = {
+    "en": {
+        "single": SINGLE,
+        "out": DEFAULT_OUT,
+        "site": SITE,
+        "labels": {
+            "solution": "Solution",
+            "explanation": "Explanation",
+            "contents": "Contents",
+            "online": "Read online, with the notebooks: ",
+        },
+        # a chapter's bookmark ("Chapter 3. Masked softmax ...")
+        "chapter": re.compile(r"Chapter \d+\. \S"),
+        "web_labels": [
+            "Show solution",
+            "Hide solution",
+            "Show code cell",
+            "Hide code cell",
+        ],
+    },
+    "zh_CN": {
+        "single": BUILD / "zh-pdf" / "singlehtml",
+        "out": BUILD / "pdf" / "attention-course.zh_CN.pdf",
+        "site": SITE + "zh/",
+        "labels": {
+            "solution": "答案",
+            "explanation": "答案解析",
+            "contents": "目录",
+            "online": "在线阅读（附可运行的笔记本）：",
+        },
+        "chapter": re.compile(r"第 \d+ 章 \S"),
+        "web_labels": [
+            "Show solution",
+            "Hide solution",
+            ZH_CONFIG["course_cell_prompts"]["Show solution"],
+            ZH_CONFIG["course_cell_prompts"]["Hide solution"],
+            ZH_CONFIG["togglebutton_hint"],
+            ZH_CONFIG["togglebutton_hint_hide"],
+        ],
+    },
+}
 
 FOOTER = (
     '<div style="font-size:8px;width:100%;text-align:center;color:#666">'
@@ -77,7 +149,9 @@ PREPARE = r"""(opts) => {
     const plainTex = (t) => t
         .replace(/\\(?:mathbf|mathrm|mathit|text|textrm|operatorname|boldsymbol)\s*\{([^{}]*)\}/g, '$1')
         .replace(/\\sqrt\s*\{([^{}]*)\}/g, (m, x) => '√' + (x.length > 1 ? '(' + x + ')' : x))
-        .replace(/\\([A-Za-z]+)/g, (m, w) => GREEK[w] !== undefined ? GREEK[w] : w)
+        // a control word ends at its last letter and TeX drops the spaces after it
+        // (\sqrt d is √d, not √ d)
+        .replace(/\\([A-Za-z]+)\s*/g, (m, w) => GREEK[w] !== undefined ? GREEK[w] : w)
         .replace(/\\[,;!]/g, ' ')
         .replace(/[{}]/g, '');
     const textOf = (node) => {
@@ -98,7 +172,7 @@ PREPARE = r"""(opts) => {
         if (!summary) return;
         const label = document.createElement('p');
         label.className = 'course-print-label';
-        label.textContent = d.classList.contains('explanation') ? 'Explanation' : 'Solution';
+        label.textContent = d.classList.contains('explanation') ? opts.labels.explanation : opts.labels.solution;
         summary.replaceWith(label);
     });
     document.querySelectorAll('.copybtn, .course-wide-hint, .toggle-details').forEach(e => e.remove());
@@ -116,7 +190,7 @@ PREPARE = r"""(opts) => {
             a.setAttribute('href', '#' + id);
         } else {
             let path = url.pathname.replace(/^\//, '');
-            if (path === 'book.html') path = 'book/intro.html';
+            if (path === 'book.html') path = opts.root + '.html';
             a.setAttribute('href', opts.site + path + url.hash);
         }
     });
@@ -142,9 +216,9 @@ PREPARE = r"""(opts) => {
     // h3), each after a <span id="document-NAME">: a page's first heading is level 1, the
     // headings one step below it level 2.
     const toc = [];
-    let top = null, pending = true;
+    let top = null, pending = true, doc = null;
     article.querySelectorAll('span[id^="document-"], h1, h2, h3, h4').forEach(e => {
-        if (e.tagName === 'SPAN') { pending = true; return; }
+        if (e.tagName === 'SPAN') { pending = true; doc = e.id.slice('document-'.length); return; }
         const rank = Number(e.tagName[1]);
         let level;
         if (pending) { level = 1; top = rank; pending = false; }
@@ -152,7 +226,9 @@ PREPARE = r"""(opts) => {
         else return;
         const section = e.closest('section[id]');
         const id = e.id || (section && section.id);
-        const title = clean(e);
+        // a page the edition leaves in English is named in the edition's language
+        // (locales/zh_CN/config.yml course_page_titles: "API 参考（英文）")
+        const title = (level === 1 && opts.pageTitles[doc]) || clean(e);
         if (!id || !title) return;
         toc.push({id, title, level});
         if (level === 1 && section && toc.length > 1) section.classList.add('course-new-page');
@@ -171,10 +247,11 @@ PREPARE = r"""(opts) => {
     const site = document.createElement('a');
     site.href = opts.site;
     site.textContent = opts.site;
-    title.querySelector('.course-site').append('Read online, with the notebooks: ', site);
+    title.querySelector('.course-site').append(opts.labels.online, site);
     const contents = document.createElement('nav');
     contents.className = 'course-contents';
-    contents.innerHTML = '<p class="course-contents-title">Contents</p>';
+    contents.innerHTML = '<p class="course-contents-title"></p>';
+    contents.querySelector('.course-contents-title').textContent = opts.labels.contents;
     const list = document.createElement('ol');
     for (const entry of toc) {
         const li = document.createElement('li');
@@ -224,42 +301,88 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def build_single_html() -> None:
-    jb = Path(sys.executable).parent / "jupyter-book"
-    subprocess.run(
-        [str(jb), "build", str(ROOT), "--builder", "singlehtml", "--keep-going"],
-        check=True,
+def build_single_html(edition: str) -> None:
+    """English: Jupyter Book's own singlehtml build. Chinese: the same build through
+    tools/build_book.py's settings of the Chinese site (language, catalogs, overrides of
+    locales/zh_CN/config.yml), in its own folder _build/zh-pdf."""
+    if edition == "en":
+        jb = Path(sys.executable).parent / "jupyter-book"
+        subprocess.run(
+            [str(jb), "build", str(ROOT), "--builder", "singlehtml", "--keep-going"],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+        return
+    code = subprocess.run(
+        [sys.executable, "-c", ZH_SINGLE_HTML],
+        check=False,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
-    )
+    ).returncode
+    if code:
+        raise SystemExit(f"the Chinese single-page build failed ({code})")
 
 
-def single_page() -> str:
+# In a subprocess: Sphinx's translations are process-wide, the two editions must not share them.
+ZH_SINGLE_HTML = """
+import sys
+sys.path.insert(0, 'tools')
+import build_book
+from jupyter_book.sphinx import build_sphinx
+folder = build_book.BUILD / 'zh-pdf'
+config = {'external_toc_path': (build_book.ROOT / '_toc.yml').as_posix(),
+          'latex_individualpages': False, **build_book.zh_overrides(folder)}
+result = build_sphinx(build_book.ROOT, folder / 'singlehtml', use_external_toc=True,
+    noconfig=True, path_config=build_book.ROOT / '_config.yml', confoverrides=config,
+    doctreedir=folder / '.doctrees', builder='singlehtml', freshenv=True,
+    warningiserror=False, keep_going=True)
+sys.exit(0 if result in (0, None) else 1)
+"""
+
+
+def root_doc() -> str:
+    return yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
+
+
+def single_page(single: Path) -> str:
     """The singlehtml builder writes the book to the root document's path
     (book/intro.html) but links its assets and images from the site's root: put a copy
     at the root."""
-    root_doc = yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]
-    shutil.copy(SINGLE / f"{root_doc}.html", SINGLE / "book.html")
+    shutil.copy(single / f"{root_doc()}.html", single / "book.html")
     return "book.html"
 
 
-def book_titles() -> dict:
+def book_titles(edition: str) -> dict:
     intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
-    return {
+    settings = EDITIONS[edition]
+    titles = {
         "title": CONFIG.get("title", "Attention"),
         "subtitle": intro.splitlines()[0].lstrip("# ").strip(),
         "author": CONFIG.get("author", ""),
-        "site": SITE,
+        "site": settings["site"],
+        "labels": settings["labels"],
+        "root": root_doc(),
+        "pageTitles": {},
     }
+    if edition == "zh_CN":
+        titles.update(
+            title=ZH_CONFIG["html_title"],
+            subtitle=chinese_subtitle(),
+            author=ZH_CONFIG.get("author", titles["author"]),
+            pageTitles=ZH_CONFIG.get("course_page_titles", {}),
+        )
+    return titles
 
 
-def print_pdf(out: Path) -> list[dict]:
+def print_pdf(edition: str) -> list[dict]:
     """Print the book into ``out`` (twice: the second print has the page numbers the first
     one measured in its table of contents); return the table of contents with pages."""
-    handler = functools.partial(Quiet, directory=str(SINGLE))
+    single, out = EDITIONS[edition]["single"], EDITIONS[edition]["out"]
+    handler = functools.partial(Quiet, directory=str(single))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/{single_page()}"
+    url = f"http://127.0.0.1:{server.server_address[1]}/{single_page(single)}"
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(
@@ -280,7 +403,7 @@ def print_pdf(out: Path) -> list[dict]:
             page.emulate_media(media="print", color_scheme="light")
             page.add_style_tag(content=BOOK_CSS)
             page.wait_for_timeout(500)
-            toc = page.evaluate(PREPARE, book_titles())
+            toc = page.evaluate(PREPARE, book_titles(edition))
             page.evaluate(SCALE_WIDE_MATH)
             out.parent.mkdir(parents=True, exist_ok=True)
             first = out.with_suffix(".pass1.pdf")
@@ -345,7 +468,7 @@ def destination_pages(pdf: Path) -> dict[str, int]:
     return out
 
 
-def add_outline(pdf: Path, toc: list[dict]) -> None:
+def add_outline(pdf: Path, toc: list[dict], edition: str) -> None:
     """One bookmark per chapter (and front-matter page), one per section under it."""
     from pypdf import PdfReader, PdfWriter
 
@@ -363,9 +486,8 @@ def add_outline(pdf: Path, toc: list[dict]) -> None:
                 title=entry["title"], page_number=entry["page"], parent=parent
             )
     writer.page_mode = "/UseOutlines"
-    writer.add_metadata(
-        {"/Title": CONFIG.get("title", ""), "/Author": CONFIG.get("author", "")}
-    )
+    titles = book_titles(edition)
+    writer.add_metadata({"/Title": titles["title"], "/Author": titles["author"]})
     with open(pdf, "wb") as f:
         writer.write(f)
     (pdf.with_suffix(".toc.json")).write_text(
@@ -374,20 +496,41 @@ def add_outline(pdf: Path, toc: list[dict]) -> None:
 
 
 LOCAL = re.compile(r"^(file:|https?://(127\.0\.0\.1|localhost|0\.0\.0\.0)[:/])")
+# A bookmark that reads badly: a doubled or a leading/trailing space, a space after a root
+# sign or inside brackets (TeX's spacing lost: "Why divide by √ d"), before punctuation.
+STRAY_SPACE = re.compile(r"\s\s|^\s|\s$|√\s|[(\[]\s|\s[)\],.:;?!，。：；）]")
 
 
-def check_pdf(pdf: Path) -> list[str]:
-    """What is wrong with the book: an outline that is not one bookmark per chapter with its
-    sections under it, as the contents list them (no garbled, doubled or empty title, no
-    raw TeX), a link to a local address, a web-only label left in the text."""
+def fonts_not_embedded(reader) -> set[str]:
+    """The fonts of the PDF that are not embedded (a reader without them sees another
+    font, or boxes: the CJK fonts above all)."""
+    missing = set()
+    for page in reader.pages:
+        resources = page.get("/Resources")
+        fonts = resources.get_object().get("/Font") if resources else None
+        for font in (fonts.get_object() if fonts else {}).values():
+            font = font.get_object()
+            if font.get("/Subtype") == "/Type3":  # glyphs drawn in the PDF itself
+                continue
+            descriptor = font.get("/FontDescriptor")
+            if descriptor is None and font.get("/DescendantFonts"):
+                descendant = font["/DescendantFonts"][0].get_object()
+                descriptor = descendant.get("/FontDescriptor")
+            if descriptor is None:  # the 14 standard fonts, Type3: nothing to embed
+                continue
+            descriptor = descriptor.get_object()
+            if not any(
+                k in descriptor for k in ("/FontFile", "/FontFile2", "/FontFile3")
+            ):
+                missing.add(str(font.get("/BaseFont")))
+    return missing
+
+
+def outline_of(pdf: Path) -> list[tuple[int, str, int]]:
+    """(level, title, page index) of every bookmark, in order."""
     from pypdf import PdfReader
 
     reader = PdfReader(pdf)
-    problems = []
-    toc_file = pdf.with_suffix(".toc.json")
-    toc = (
-        json.loads(toc_file.read_text(encoding="utf-8")) if toc_file.exists() else None
-    )
 
     def walk(items, level, out):
         for item in items:
@@ -399,13 +542,36 @@ def check_pdf(pdf: Path) -> list[str]:
                 )
         return out
 
-    outline = walk(reader.outline, 1, [])
-    chapters = [t for lvl, t, _ in outline if lvl == 1]
-    if not any(re.match(r"Chapter \d+\.", t) for t in chapters):
-        problems.append(f"no top-level bookmark per chapter: {chapters[:5]}")
+    return walk(reader.outline, 1, [])
+
+
+def check_pdf(pdf: Path, edition: str = "en") -> list[str]:
+    """What is wrong with the book: an outline that is not one bookmark per chapter with its
+    sections under it, as the contents list them (no garbled, doubled or empty title, no
+    raw TeX, no stray space; in Chinese, Chinese titles), a font not embedded, a link to a
+    local address, a web-only label left in the text."""
+    from pypdf import PdfReader
+
+    settings = EDITIONS[edition]
+    reader = PdfReader(pdf)
+    problems = []
+    toc_file = pdf.with_suffix(".toc.json")
+    toc = (
+        json.loads(toc_file.read_text(encoding="utf-8")) if toc_file.exists() else None
+    )
+    outline = outline_of(pdf)
+    tops = [t for lvl, t, _ in outline if lvl == 1]
+    chapters = [t for t in tops if settings["chapter"].match(t)]
+    if len(chapters) != CHAPTERS:
+        problems.append(
+            f"{len(chapters)} top-level chapter bookmarks, _toc.yml has {CHAPTERS} "
+            f"chapters: {tops}"
+        )
     for level, title, page in outline:
         if not title.strip() or "\\" in title or "$" in title:
             problems.append(f"bookmark title {title!r}")
+        if STRAY_SPACE.search(title):
+            problems.append(f"bookmark title with a stray space: {title!r}")
         half = len(title) // 2
         if (
             len(title) > 20
@@ -413,6 +579,19 @@ def check_pdf(pdf: Path) -> list[str]:
             and title.count(title[: min(20, half)]) > 1
         ):
             problems.append(f"bookmark title repeats itself: {title!r}")
+    if edition == "zh_CN":
+        # every chapter's and page's bookmark is Chinese; a section's may be a name
+        # ("conda", "Colab"), not English words, but on the English-only API page
+        english_page = False
+        for level, title, _ in outline:
+            if level == 1:
+                english_page = "英文" in title
+            if CJK.search(title):
+                continue
+            if level == 1 or (ENGLISH_WORDS.search(title) and not english_page):
+                problems.append(
+                    f"a bookmark of the Chinese PDF is not Chinese: {title!r}"
+                )
     if toc is not None:
         expected = [(e["level"], e["title"], e["page"]) for e in toc]
         if outline != expected:
@@ -427,6 +606,9 @@ def check_pdf(pdf: Path) -> list[str]:
         problems.append(
             "the first chapter starts before the title page and the contents"
         )
+    missing = fonts_not_embedded(reader)
+    if missing:
+        problems.append(f"fonts not embedded: {sorted(missing)[:5]}")
     local = set()
     for number, page in enumerate(reader.pages):
         for annot in page.get("/Annots") or []:
@@ -441,53 +623,74 @@ def check_pdf(pdf: Path) -> list[str]:
     text = "".join(
         (reader.pages[i].extract_text() or "") for i in range(len(reader.pages))
     )
-    for label in (
-        "Show solution",
-        "Hide solution",
-        "Show code cell",
-        "Hide code cell",
+    # (the code and its outputs are English: a fifth of the Chinese book's letters are
+    # Chinese characters, none of the English book's)
+    if edition == "zh_CN" and len(CJK.findall(text)) < 0.1 * len(
+        re.findall(r"[A-Za-z]", text)
     ):
+        problems.append("the Chinese PDF's text is mostly not Chinese")
+    for label in settings["web_labels"]:
         if label in text:
             problems.append(f"web-only label printed: {label!r}")
     return problems
 
 
 def enable_pdf_link(site: Path) -> None:
-    """The landing pages' PDF button, written hidden while there was no PDF
-    (book/_ext/course_links.py), becomes a link."""
+    """The landing pages' PDF buttons, written hidden while their PDF was not there
+    (book/_ext/course_links.py), become links where the PDF now is."""
+
+    def enable(page: Path):
+        def replace(match):
+            if (page.parent / match.group(1)).resolve().exists():
+                return f'<a href="{match.group(1)}"'
+            return match.group(0)
+
+        return replace
+
     for page in site.rglob("intro.html"):
         html = page.read_text(encoding="utf-8")
-        fixed = re.sub(r'<a data-course-pdf="([^"]+)" hidden', r'<a href="\1"', html)
+        fixed = re.sub(r'<a data-course-pdf="([^"]+)" hidden', enable(page), html)
         if fixed != html:
             page.write_text(fixed, encoding="utf-8")
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    out = Path(args[0]) if args else DEFAULT_OUT
+    editions = list(EDITIONS)
+    if "--edition" in sys.argv:
+        editions = [sys.argv[sys.argv.index("--edition") + 1]]
+        if editions[0] not in EDITIONS:
+            raise SystemExit(
+                f"--edition: expected one of {list(EDITIONS)}, got {editions[0]!r}"
+            )
     if "--check" in sys.argv:
-        problems = check_pdf(out)
-        print("\n".join(problems) or f"{out}: a book (outline, contents, links)")
-        raise SystemExit(1 if problems else 0)
-    start = time.perf_counter()
-    if "--no-build" not in sys.argv:
-        build_single_html()
-    toc = print_pdf(out)
-    add_outline(out, toc)
-    problems = check_pdf(out)
-    if problems:
-        raise SystemExit("the PDF is not a book yet:\n" + "\n".join(problems))
-    site = ROOT / "_build" / "html"
-    if site.is_dir():
-        shutil.copy(out, site / out.name)
-        enable_pdf_link(site)
-    size = out.stat().st_size / 1e6
-    chapters = sum(e["level"] == 1 for e in toc)
-    print(
-        f"{out}: {size:.1f} MB, {len(__import__('pypdf').PdfReader(out).pages)} pages, "
-        f"{chapters} chapters and {len(toc) - chapters} sections in the outline, "
-        f"in {time.perf_counter() - start:.0f} s"
-    )
+        failed = False
+        for edition in editions:
+            out = EDITIONS[edition]["out"]
+            problems = check_pdf(out, edition)
+            print("\n".join(problems) or f"{out}: a book (outline, contents, links)")
+            failed |= bool(problems)
+        raise SystemExit(1 if failed else 0)
+    for edition in editions:
+        start = time.perf_counter()
+        out = EDITIONS[edition]["out"]
+        if "--no-build" not in sys.argv:
+            build_single_html(edition)
+        toc = print_pdf(edition)
+        add_outline(out, toc, edition)
+        problems = check_pdf(out, edition)
+        if problems:
+            raise SystemExit(f"{out.name} is not a book yet:\n" + "\n".join(problems))
+        site = ROOT / "_build" / "html"
+        if site.is_dir():
+            shutil.copy(out, site / out.name)
+            enable_pdf_link(site)
+        size = out.stat().st_size / 1e6
+        chapters = sum(e["level"] == 1 for e in toc)
+        print(
+            f"{out}: {size:.1f} MB, {len(__import__('pypdf').PdfReader(out).pages)} pages, "
+            f"{chapters} chapters and {len(toc) - chapters} sections in the outline, "
+            f"in {time.perf_counter() - start:.0f} s"
+        )
 
 
 if __name__ == "__main__":

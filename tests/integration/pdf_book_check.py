@@ -1,25 +1,61 @@
-"""The PDF of `make pdf` is a book (run by `make pdf` after printing it; not part of
-`make test`, which does not print the PDF -- the file name keeps pytest from collecting it
-there).
+"""The PDFs of `make pdf` are books, in English and in Chinese (run by `make pdf` after
+printing them; not part of `make test`, which does not print the PDFs -- the file name keeps
+pytest from collecting it there).
 
-``tools/build_pdf.py``'s ``check_pdf`` reads ``_build/pdf/attention-course.pdf`` back with
-pypdf: one top-level bookmark per chapter and front-matter page with its sections under it,
-exactly as the printed table of contents lists them (clean titles: no doubled words, no raw
-TeX), a title page and the contents before the first chapter, no link to a local address
-(the print server), no web-only label ("Show solution") in the text.
+``tools/build_pdf.py``'s ``check_pdf`` reads ``_build/pdf/attention-course.pdf`` and
+``attention-course.zh_CN.pdf`` back with pypdf: one top-level bookmark per chapter (as many
+as _toc.yml has chapters) and front-matter page with its sections under it, exactly as the
+printed table of contents lists them (clean titles: no doubled words, no raw TeX, no stray
+space such as "√ d"; in the Chinese PDF, Chinese titles), a title page and the contents
+before the first chapter, every font embedded (the Chinese text's CJK fonts), no link to a
+local address (the print server), no web-only label ("Show solution", 显示答案) in the text.
 """
 
+import json
+import re
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_pdf  # noqa: E402
 
 
-def test_the_pdf_is_a_book():
-    pdf = build_pdf.DEFAULT_OUT
+@pytest.mark.parametrize("edition", list(build_pdf.EDITIONS))
+def test_the_pdf_is_a_book(edition):
+    pdf = build_pdf.EDITIONS[edition]["out"]
     assert pdf.exists(), f"{pdf} is missing: run `make pdf`"
     assert pdf.with_suffix(".toc.json").exists(), "no contents beside the PDF"
-    problems = build_pdf.check_pdf(pdf)
+    problems = build_pdf.check_pdf(pdf, edition)
     assert not problems, "\n".join(problems)
+
+
+def test_the_chinese_pdf_is_the_english_book_in_chinese():
+    """The same book: the same chapters and sections in the same order (the Chinese
+    edition keeps the English section ids), each chapter's bookmark in Chinese."""
+    english, chinese = (
+        json.loads(build_pdf.EDITIONS[e]["out"].with_suffix(".toc.json").read_text())
+        for e in ("en", "zh_CN")
+    )
+    assert [(e["level"], e["id"]) for e in chinese] == [
+        (e["level"], e["id"]) for e in english
+    ]
+    chapters = [
+        e["title"]
+        for e in chinese
+        if e["level"] == 1 and build_pdf.EDITIONS["zh_CN"]["chapter"].match(e["title"])
+    ]
+    assert len(chapters) == build_pdf.CHAPTERS, chapters
+    assert [re.match(r"第 (\d+) 章", t)[1] for t in chapters] == [
+        str(n) for n in range(1, build_pdf.CHAPTERS + 1)
+    ]
+
+
+def test_the_check_finds_a_stray_space():
+    """The bookmark the print once wrote from `$\\sqrt d$` ("Why divide by √ d") fails."""
+    assert build_pdf.STRAY_SPACE.search("5.2 Why divide by √ d")
+    assert build_pdf.STRAY_SPACE.search("Chapter 3.  Masked softmax")
+    assert not build_pdf.STRAY_SPACE.search("5.2 Why divide by √d")
+    assert not build_pdf.STRAY_SPACE.search("第 5 章 缩放点积注意力")

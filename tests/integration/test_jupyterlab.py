@@ -14,6 +14,10 @@ stored outputs are shown) and the test fails on
   code or output is visible, or an explanation (``<details class="explanation">``) that
   is open or shows its text.
 
+The Chinese notebooks (chapters/zh_CN/, tools/make_zh_notebooks.py) are opened in the same
+JupyterLab page after the English ones, with the same checks, and they must show Chinese:
+mostly Chinese prose, diagrams with Chinese alt text, the explanations' labels in Chinese.
+
 nbconvert (tests/test_portable.py) renders attachments JupyterLab does not, which is why
 this test drives JupyterLab itself.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -34,6 +39,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+ZH_CHAPTERS = sorted((ROOT / "chapters" / "zh_CN").glob("*.ipynb"))
 JUPYTER = Path(sys.executable).parent / "jupyter"
 
 # Every cell rendered (JupyterLab 4 otherwise renders only the cells in view), no kernel
@@ -72,13 +78,19 @@ OPEN_AND_INSPECT = """async (path) => {
     const visible = (e) => !!e && e.checkVisibility({contentVisibilityAuto: true,
                                                      visibilityProperty: true});
     const images = [...notebook.node.querySelectorAll('img')].map(i => ({
-        src: (i.getAttribute('src') || '').slice(0, 40), alt: (i.alt || '').slice(0, 40),
-        ok: i.complete && i.naturalWidth > 0}));
+        src: (i.getAttribute('src') || '').slice(0, 40), alt: (i.alt || '').slice(0, 80),
+        ok: i.complete && i.naturalWidth > 0, markdown: !!i.closest('.jp-MarkdownCell')}));
+    const markdown = cells.filter(c => c.model.type === 'markdown')
+        .map(c => c.node.querySelector('.jp-RenderedMarkdown')?.textContent || '').join(' ');
+    const prose = {cjk: (markdown.match(/[\u3400-\u9fff]/g) || []).length,
+                   latin: (markdown.match(/[A-Za-z]/g) || []).length};
+    const summaries = [...notebook.node.querySelectorAll('summary')]
+        .map(s => s.textContent.trim());
     const raw = [];
     const shown = [];
     cells.forEach((cell, index) => {
         if (cell.model.type === 'markdown') {
-            const text = cell.node.querySelector('.jp-RenderedMarkdown')?.innerText || '';
+            const text = cell.node.querySelector('.jp-RenderedMarkdown')?.textContent || '';
             for (const bad of ['<details', '</details', '<summary', '![', '](attachment:',
                                '{cite}', ':::', '```{']) {
                 if (text.includes(bad)) raw.push({index, bad, text: text.slice(0, 80)});
@@ -101,7 +113,7 @@ OPEN_AND_INSPECT = """async (path) => {
             }
         }
     });
-    return {cells: cells.length, images, raw, shown,
+    return {cells: cells.length, images, raw, shown, prose, summaries,
             unrendered: cells.filter(c => c.model.type === 'markdown' && !c.rendered).length};
 }"""
 
@@ -120,6 +132,9 @@ def jupyterlab(tmp_path_factory):
     work.mkdir()
     for path in CHAPTERS:
         shutil.copy(path, work / path.name)
+    (work / "zh_CN").mkdir()
+    for path in ZH_CHAPTERS:
+        shutil.copy(path, work / "zh_CN" / path.name)
     settings = home / "settings"
     for name, values in SETTINGS.items():
         target = settings / name
@@ -188,19 +203,10 @@ def jupyterlab(tmp_path_factory):
         log.close()
 
 
-def test_every_chapter_in_jupyterlab(browser, jupyterlab):
-    started = time.monotonic()
-    version = subprocess.run(
-        [str(JUPYTER), "lab", "--version"], capture_output=True, text=True
-    ).stdout.strip()
-    pinned = [
-        line.split("==")[1].strip()
-        for line in (ROOT / "requirements.txt").read_text().splitlines()
-        if line.startswith("jupyterlab==")
-    ]
-    assert pinned == [version], (
-        f"JupyterLab {version} runs, requirements.txt pins {pinned}"
-    )
+@pytest.fixture(scope="module")
+def lab(browser, jupyterlab):
+    """One JupyterLab page for every notebook, English and Chinese (loading JupyterLab in
+    the browser is the slow part); yields (page, problems seen by its listeners)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     problems = []
     page = context.new_page()
@@ -219,32 +225,85 @@ def test_every_chapter_in_jupyterlab(browser, jupyterlab):
             "() => window.jupyterapp && window.jupyterapp.started", timeout=60_000
         )
         page.evaluate("() => window.jupyterapp.restored")
-        for path in CHAPTERS:
-            seen = page.evaluate(OPEN_AND_INSPECT, path.name)
-            if os.environ.get("COURSE_JLAB_DEBUG"):
-                print(
-                    path.name, round(time.monotonic() - started, 1), seen["images"][:3]
-                )
-            name = path.name
-            assert seen["cells"] > 10, f"{name}: JupyterLab shows {seen['cells']} cells"
-            if seen["unrendered"]:
-                problems.append(
-                    f"{name}: {seen['unrendered']} markdown cells not rendered"
-                )
-            broken = [i for i in seen["images"] if not i["ok"]]
-            if broken:
-                problems.append(f"{name}: images that did not load: {broken[:3]}")
-            if not any(
-                i["ok"] and i["src"].startswith(("blob:", "data:image/png"))
-                for i in seen["images"]
-            ):
-                problems.append(f"{name}: no diagram shown: {seen['images'][:4]}")
-            if seen["raw"]:
-                problems.append(f"{name}: raw markup shown: {seen['raw'][:3]}")
-            if seen["shown"]:
-                problems.append(
-                    f"{name}: answers shown before opened: {seen['shown'][:3]}"
-                )
+        yield page, problems
     finally:
         context.close()
-    assert not problems, "\n".join(problems)
+
+
+def inspect(page, path: str) -> tuple[dict, list[str]]:
+    """Open ``path`` (relative to the served chapters/) and list what is wrong."""
+    seen = page.evaluate(OPEN_AND_INSPECT, path)
+    if os.environ.get("COURSE_JLAB_DEBUG"):
+        print(path, time.strftime("%X"), seen["images"][:3], seen["prose"])
+    problems = []
+    assert seen["cells"] > 10, f"{path}: JupyterLab shows {seen['cells']} cells"
+    if seen["unrendered"]:
+        problems.append(f"{path}: {seen['unrendered']} markdown cells not rendered")
+    broken = [i for i in seen["images"] if not i["ok"]]
+    if broken:
+        problems.append(f"{path}: images that did not load: {broken[:3]}")
+    if not any(
+        i["ok"] and i["src"].startswith(("blob:", "data:image/png"))
+        for i in seen["images"]
+    ):
+        problems.append(f"{path}: no diagram shown: {seen['images'][:4]}")
+    if seen["raw"]:
+        problems.append(f"{path}: raw markup shown: {seen['raw'][:3]}")
+    if seen["shown"]:
+        problems.append(f"{path}: answers shown before opened: {seen['shown'][:3]}")
+    return seen, problems
+
+
+def test_every_chapter_in_jupyterlab(lab):
+    page, problems = lab
+    before = len(problems)
+    version = subprocess.run(
+        [str(JUPYTER), "lab", "--version"], capture_output=True, text=True
+    ).stdout.strip()
+    pinned = [
+        line.split("==")[1].strip()
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("jupyterlab==")
+    ]
+    assert pinned == [version], (
+        f"JupyterLab {version} runs, requirements.txt pins {pinned}"
+    )
+    found = []
+    for path in CHAPTERS:
+        found += inspect(page, path.name)[1]
+    found += problems[before:]
+    assert not found, "\n".join(found)
+
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def test_every_chinese_chapter_in_jupyterlab(lab):
+    """chapters/zh_CN/: the same checks, and what the learner reads is Chinese."""
+    page, problems = lab
+    before = len(problems)
+    assert [p.name for p in ZH_CHAPTERS] == [p.name for p in CHAPTERS], (
+        "a chapter without its Chinese notebook: make zh-notebooks"
+    )
+    found = []
+    for path in ZH_CHAPTERS:
+        name = f"zh_CN/{path.name}"
+        seen, wrong = inspect(page, name)
+        found += wrong
+        prose = seen["prose"]
+        if prose["cjk"] < 0.3 * prose["latin"]:
+            found.append(f"{name}: the text is mostly not Chinese: {prose}")
+        english_alt = [
+            i["alt"]
+            for i in seen["images"]
+            if i["markdown"] and not CJK.search(i["alt"])
+        ]
+        if english_alt:
+            found.append(
+                f"{name}: images without a Chinese alt text: {english_alt[:3]}"
+            )
+        english_summary = [t for t in seen["summaries"] if not CJK.search(t)]
+        if english_summary:
+            found.append(f"{name}: English labels of answers: {english_summary[:3]}")
+    found += problems[before:]
+    assert not found, "\n".join(found)
