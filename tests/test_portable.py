@@ -272,7 +272,7 @@ def test_citations_match_the_bibliography_labels():
     english, chinese = labels("en"), labels("zh_CN")
     assert english["https://arxiv.org/abs/1706.03762"] == "Vaswani et al., 2017"
     assert chinese["https://arxiv.org/abs/1706.03762"] == "Vaswani 等人，2017"
-    texts = []  # (where, link text, url, labels)
+    texts = []  # (where, markdown or translated message, labels of its edition)
     for path in CHAPTERS:
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] == "markdown":
