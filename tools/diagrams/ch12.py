@@ -69,4 +69,84 @@ def draw_what_is_cached(path):
     d.save(path)
 
 
-DIAGRAMS = {"ch12_what_is_cached": draw_what_is_cached}
+def draw_absorbed_decode(path):
+    """One decode step of one head h in the absorbed form: W_UK,h moves into the query,
+    the query scores the cached latents themselves, the weights sum the latents, and
+    W_UV,h acts once on that sum. No cached token's key or value is ever built."""
+    width, height = 30.0, 17.2
+    d = Diagram(width, height)
+    d.title("Absorbed decoding: one head attends to the cached latents")
+    bh, T, rw, kw = 1.0, 4, 4.4, 1.1  # box height, cached tokens, widths of c and k^R
+    # the new token's query, W_UK,h folded into it
+    yq = height - 3.6
+    qc = d.box(0.8, yq, 1.8, bh, r"$q^C_h$", role="query")
+    wuk = d.box(4.0, yq - 0.2, 2.4, bh + 0.4, r"$W_{UK,h}^\top$", role="param")
+    d.arrow(qc["right"], wuk["left"], shape="dn")
+    xc = 8.6  # left edge of the latent column
+    qt = d.box(xc, yq, rw, bh, r"$W_{UK,h}^\top q^C_h$", role="query")
+    qr = d.box(xc + rw + 0.15, yq, kw, bh, r"$q^R_h$", role="query")
+    d.arrow(wuk["right"], qt["left"], shape="r")
+    # the cache: T rows of [c_j | k^R_j]
+    row, gap = 0.85, 0.12
+    top = yq - 2.3
+    d.text(xc - 0.4, top - 0.1, "latent cache", ha="right", weight="bold")
+    d.shape(xc - 0.4, top - 0.75, "(T, r + dr)", ha="right")
+    ys, names = [], ("1", "2", "j", "T")
+    for j, name in enumerate(names):
+        y = top - (j + 1) * row - j * gap
+        d.box(xc, y, rw, row, rf"$c_{name}$", role="output")
+        d.box(xc + rw + 0.15, y, kw, row, rf"$k^R_{name}$", role="key")
+        ys.append(y + row / 2)
+    d.arrow(
+        (xc + rw / 2 + 0.6, yq), (xc + rw / 2 + 0.6, top + 0.05),
+        label="dot product with every row", side="left",
+    )  # fmt: skip
+    # scores and weights, one per cached token
+    xs, xw = xc + rw + kw + 2.4, xc + rw + kw + 6.0
+    for name, y in zip(names, ys):
+        d.arrow((xc + rw + kw + 0.3, y), (xs - 0.1, y), lw=1.0)
+        d.box(xs, y - row / 2, 1.6, row, rf"$s_{name}$", role="score")
+        d.box(xw, y - row / 2, 1.6, row, rf"$a_{name}$", role="weight")
+    d.text(xs + 0.8, top + 0.45, "scores", size=SHAPE_SIZE + 0.5)
+    d.text(xw + 0.8, top + 0.45, "weights", size=SHAPE_SIZE + 0.5)
+    d.arrow((xs + 1.8, top + 0.45), (xw - 0.2, top + 0.45), lw=1.0)
+    d.text((xs + xw + 1.6) / 2, top + 1.05, "softmax", size=SHAPE_SIZE + 0.5)
+    # the weighted sum of latents, then W_UV,h once, then W_o
+    yo = ys[-1] - row / 2 - 3.0
+    osum = d.box(xc, yo, rw, bh, r"$\Sigma_j\, a_j\, c_j$", role="output")
+    d.arrow((xc + rw / 2, ys[-1] - row / 2 - 0.1), osum["top"], shape="r",
+            side="left")  # fmt: skip
+    d.arrow((xw + 0.8, ys[-1] - row / 2 - 0.1), (xc + rw - 0.4, yo + bh + 0.05))
+    wuv = d.box(xc + rw + 2.2, yo - 0.2, 2.2, bh + 0.4, r"$W_{UV,h}$", role="param")
+    d.arrow(osum["right"], wuv["left"])
+    oh = d.box(wuv["right"][0] + 1.8, yo, 1.8, bh, r"$o_h$", role="value")
+    d.arrow(wuv["right"], oh["left"], shape="dv")
+    d.arrow(oh["right"], (oh["right"][0] + 1.5, oh["right"][1]))
+    d.text(oh["right"][0] + 1.7, oh["right"][1], r"$W_o$ (all heads)", ha="left")
+    d.text(
+        0.8,
+        yo - 1.3,
+        "never built: a key or a value of any cached token",
+        ha="left",
+        size=SHAPE_SIZE + 0.5,
+    )
+    d.legend(
+        0.8,
+        0.8,
+        [
+            ("query", "query"),
+            ("output", "latent"),
+            ("key", "rotary key"),
+            ("score", "score"),
+            ("weight", "weight"),
+            ("param", "weight matrix"),
+            ("value", "head output"),
+        ],
+    )
+    d.save(path)
+
+
+DIAGRAMS = {
+    "ch12_what_is_cached": draw_what_is_cached,
+    "ch12_absorbed_decode": draw_absorbed_decode,
+}
