@@ -293,6 +293,21 @@ KEEP = [
     "one-hot",  # the glossary keeps it: one-hot 编码
     # -- chapter 3: the example batch's tokens are data, as in the chapter's text
     "Dive",
+    "RoPE turns each pair of features by position × ω; the score sees i − j": "RoPE 把每对特征转过 位置 × ω；分数只看 i − j",
+    "dashed: position 0": "虚线：位置 0",
+    "arcs: the turn to": "弧线：转到",
+    "each position": "各自位置",
+    "$i = 4$: q turned by $4\\omega$;  $j = 1$: k turned by $1\\omega$": "$i = 4$：q 转过 $4\\omega$；$j = 1$：k 转过 $1\\omega$",
+    "$i = 7$: q turned by $7\\omega$;  $j = 4$: k turned by $4\\omega$": "$i = 7$：q 转过 $7\\omega$；$j = 4$：k 转过 $4\\omega$",
+    "the same angle (i − j)ω between q and k, so the same score $\\mathbf{q}_i^\\top\\mathbf{k}_j$": "q 与 k 的夹角同为 (i − j)ω，所以分数 $\\mathbf{q}_i^\\top\\mathbf{k}_j$ 相同",
+    "A Llama decoder block (SmolLM2: ×30)": "Llama 解码器块（SmolLM2：×30）",
+    "grouped-query attention": "分组查询注意力",
+    "H = 9 query heads, Hkv = 3": "H = 9 个查询头，Hkv = 3",
+    "residual": "残差连接",
+    "x / rms(x) × gain, in float32": "x / rms(x) × 增益，用 float32 计算",
+    "q: 9 heads, k and v: 3 heads": "q：9 个头；k 和 v：3 个头",
+    "rotate q and k at their positions": "按各自的位置旋转 q 和 k",
+    "each kv head serves g = 3 q heads": "每个键值头供 g = 3 个查询头共用",
     "into",
     "Deep",
     "Learning",
@@ -329,6 +344,11 @@ KEEP = [
     "merge_attention",
     # -- chapter 12: the knobs, as in the code and the text
     "MLA",
+    # -- chapter 11: layer names and the MLP's formula, as in the chapter's code
+    "RMSNorm",
+    "RoPE",
+    "SwiGLU MLP",
+    "down(silu(gate x) ⊙ up x)",
     "Hkv = H = 4",
     "r = 2d, dr = d/2",
 ]
