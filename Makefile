@@ -154,6 +154,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_attention.py
 	$(PY) bench/bench_tiled.py
 	$(PY) bench/bench_smollm2.py
+	$(PY) bench/bench_decode_packed.py
 
 clean:
 	rm -rf _build
