@@ -69,7 +69,12 @@ OPEN_AND_INSPECT = """async (path) => {
     const cells = notebook.widgets;
     // markdown rendered and images decoded (attachments become blob: URLs)
     const deadline = Date.now() + 20000;
-    const pending = () => cells.filter(c => c.model.type === 'markdown' && !c.rendered).length
+    // (a cell is "rendered" before its text is in: the first notebook waits for the
+    // markdown parser to load)
+    const empty = (c) => c.model.sharedModel.getSource().trim()
+        && !(c.node.querySelector('.jp-RenderedMarkdown')?.textContent || '').trim();
+    const pending = () => cells.filter(c => c.model.type === 'markdown'
+                                            && (!c.rendered || empty(c))).length
         + [...notebook.node.querySelectorAll('img')].filter(i => !i.complete).length;
     while (pending() && Date.now() < deadline) await new Promise(r => setTimeout(r, 100));
     await new Promise(r => setTimeout(r, 200));
