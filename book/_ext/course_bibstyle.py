@@ -7,7 +7,8 @@ pybtex formatting style ``course_author_year`` (``_config.yml``: ``bibtex_defaul
 the ``unsrt`` entries, sorted by author, year and title, each labelled
 
 * one author: "Nadaraya, 1964"; two: "Jain and Wallace, 2019"; more: "Vaswani et al., 2017"
-  (the Chinese edition as its chapters write them: "Vaswani 等人，2017");
+  (the Chinese edition as its chapters write them: "Vaswani 等人，2017", and so are its
+  pages' {cite} citations, which sphinxcontrib-bibtex's ``author_year`` wrote in English);
 * a letter after the year where two entries would get the same label ("DeepSeek-AI, 2024a",
   "DeepSeek-AI, 2024b", in the order of the list).
 
@@ -18,12 +19,18 @@ year as this label does.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 from pybtex.plugin import register_plugin
 from pybtex.richtext import Text
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
 from pybtex.style.sorting.author_year_title import SortingStyle
+from sphinxcontrib.bibtex.plugin import register_plugin as register_reference_style
+from sphinxcontrib.bibtex.style.referencing import BracketStyle, PersonStyle
+from sphinxcontrib.bibtex.style.referencing.author_year import (
+    AuthorYearReferenceStyle,
+)
 
 
 def _plain(latex: str) -> str:
@@ -89,8 +96,34 @@ def register() -> None:
 register()
 
 
+@dataclass
+class ChineseAuthorYearReferences(AuthorYearReferenceStyle):
+    """sphinxcontrib-bibtex's ``author_year`` citations ({cite}`vaswani2017` in the book's
+    pages) written as the Chinese edition's labels: "[Vaswani 等人，2017]"."""
+
+    bracket_parenthetical: BracketStyle = field(
+        default_factory=lambda: BracketStyle(sep="；")
+    )
+    person: PersonStyle = field(
+        default_factory=lambda: PersonStyle(
+            sep="、", sep2=" 和 ", last_sep=" 和 ", other=" 等人"
+        )
+    )
+    author_year_sep: str = "，"
+    post_text_sep: str = "，"
+
+
+register_reference_style(
+    "sphinxcontrib.bibtex.style.referencing",
+    "course_author_year_zh_CN",
+    ChineseAuthorYearReferences,
+)
+
+
 def _language(app, config) -> None:
     globals()["language"] = config.language or "en"
+    if language == "zh_CN" and config.bibtex_reference_style == "author_year":
+        config.bibtex_reference_style = "course_author_year_zh_CN"
 
 
 def setup(app):
