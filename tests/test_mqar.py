@@ -147,9 +147,10 @@ def test_tiny_latent_decoder_bad_input():
 
 
 def test_mqar_batch_draws_chapter_9s_batches():
-    """One source of truth: chapter 9 defines its task in the notebook; the library's
-    mqar_batch must give exactly its batches (same tokens, targets and asked records
-    from the same generator state), so chapter 12 trains on chapter 9's task."""
+    """Chapter 9 draws its task from the library with its own sizes (constants in the
+    notebook): they must be the library's defaults, which chapter 12 uses, so that both
+    chapters train on the same batches (same tokens, targets and asked records from the
+    same generator state)."""
     import ast
     from pathlib import Path
 
