@@ -284,15 +284,6 @@ LABELS = {
     "future: the causal mask": "未来位置：因果掩码",
     "the cache keeps S + W - 1 = 5": "缓存保留 S + W - 1 = 5 个位置",
     "keys rotated at absolute positions": "键按绝对位置旋转",
-}
-
-KEEP = [
-    # -- used by several chapters
-    "softmax",  # the function's name, as in the chapters' text
-    # -- chapter 1
-    "one-hot",  # the glossary keeps it: one-hot 编码
-    # -- chapter 3: the example batch's tokens are data, as in the chapter's text
-    "Dive",
     "RoPE turns each pair of features by position × ω; the score sees i − j": "RoPE 把每对特征转过 位置 × ω；分数只看 i − j",
     "dashed: position 0": "虚线：位置 0",
     "arcs: the turn to": "弧线：转到",
@@ -308,6 +299,15 @@ KEEP = [
     "q: 9 heads, k and v: 3 heads": "q：9 个头；k 和 v：3 个头",
     "rotate q and k at their positions": "按各自的位置旋转 q 和 k",
     "each kv head serves g = 3 q heads": "每个键值头供 g = 3 个查询头共用",
+}
+
+KEEP = [
+    # -- used by several chapters
+    "softmax",  # the function's name, as in the chapters' text
+    # -- chapter 1
+    "one-hot",  # the glossary keeps it: one-hot 编码
+    # -- chapter 3: the example batch's tokens are data, as in the chapter's text
+    "Dive",
     "into",
     "Deep",
     "Learning",
@@ -335,6 +335,11 @@ KEEP = [
     # -- chapter 9: al.TinyDecoder's layers, as the code names them
     "LayerNorm",
     "MLP",
+    # -- chapter 11: layer names and the MLP's formula, as in the chapter's code
+    "RMSNorm",
+    "RoPE",
+    "SwiGLU MLP",
+    "down(silu(gate x) ⊙ up x)",
     "Linear E→4E, GELU, Linear 4E→E",
     "Linear E → V",
     "offset .. offset+n-1",
@@ -344,11 +349,6 @@ KEEP = [
     "merge_attention",
     # -- chapter 12: the knobs, as in the code and the text
     "MLA",
-    # -- chapter 11: layer names and the MLP's formula, as in the chapter's code
-    "RMSNorm",
-    "RoPE",
-    "SwiGLU MLP",
-    "down(silu(gate x) ⊙ up x)",
     "Hkv = H = 4",
     "r = 2d, dr = d/2",
 ]
