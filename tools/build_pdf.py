@@ -296,6 +296,60 @@ pre .course-line { display: block; white-space: pre-wrap; }
 """
 
 
+# The Chinese text's font: Noto Sans CJK SC (Debian's fonts-noto-cjk, as the diagrams), as
+# a single OpenType file without the Kangxi radicals' and compatibility ideographs' code
+# points. Chromium embeds a CFF font's glyphs as outlines (a Type 3 font: every reader
+# shows them, no font needed) and maps each glyph back to the lowest code point that
+# shows it: from the system's font 力 shared a glyph with the radical ⼒ (U+2F12), and the
+# PDF's 注意力 copied and searched as 注意⼒.
+CJK_FONTS = {
+    400: Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"),
+    700: Path("/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc"),
+}
+# where the font is used: CJK punctuation and ideographs, full-width forms (Latin text
+# keeps the English book's fonts)
+CJK_RANGE = "U+3000-303F, U+3400-4DBF, U+4E00-9FFF, U+FF00-FFEF"
+RADICALS = re.compile(r"[\u2e80-\u2fdf\uf900-\ufaff]")
+
+
+def cjk_font(source: Path, target: Path) -> None:
+    from fontTools.ttLib import TTCollection, TTFont
+
+    names = [f["name"].getDebugName(1) for f in TTCollection(source, lazy=True).fonts]
+    font = TTFont(source, fontNumber=names.index("Noto Sans CJK SC"), lazy=True)
+    for table in font["cmap"].tables:
+        for code in [c for c in table.cmap if RADICALS.match(chr(c))]:
+            del table.cmap[code]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    font.save(target)
+
+
+def cjk_css(single: Path) -> str:
+    """Put the Chinese fonts beside the single page (made once, ~1.5 min each, kept in
+    _build/zh-pdf/fonts) and return the CSS that uses them."""
+    css = []
+    for weight, source in CJK_FONTS.items():
+        if not source.exists():
+            raise SystemExit(
+                f"{source} not found: the Chinese PDF needs fonts-noto-cjk"
+            )
+        made = BUILD / "zh-pdf" / "fonts" / f"course-cjk-{weight}.otf"
+        if not made.exists() or made.stat().st_mtime < source.stat().st_mtime:
+            cjk_font(source, made)
+        shutil.copy(made, single / made.name)
+        css.append(
+            f'@font-face {{ font-family: "Course CJK"; font-weight: {weight}; '
+            f'src: url("{made.name}"); unicode-range: {CJK_RANGE}; }}'
+        )
+    stack = '"Course CJK", var(--pst-font-family-{}-system)'
+    css.append(
+        f":root {{ --pst-font-family-base: {stack.format('base')}; "
+        f"--pst-font-family-heading: {stack.format('base')}; "
+        f"--pst-font-family-monospace: {stack.format('monospace')}; }}"
+    )
+    return "\n".join(css)
+
+
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -402,6 +456,9 @@ def print_pdf(edition: str) -> list[dict]:
             page.evaluate("() => MathJax.startup.promise")
             page.emulate_media(media="print", color_scheme="light")
             page.add_style_tag(content=BOOK_CSS)
+            if edition == "zh_CN":
+                page.add_style_tag(content=cjk_css(single))
+                page.evaluate("() => document.fonts.ready")
             page.wait_for_timeout(500)
             toc = page.evaluate(PREPARE, book_titles(edition))
             page.evaluate(SCALE_WIDE_MATH)
@@ -629,6 +686,9 @@ def check_pdf(pdf: Path, edition: str = "en") -> list[str]:
         re.findall(r"[A-Za-z]", text)
     ):
         problems.append("the Chinese PDF's text is mostly not Chinese")
+    radicals = sorted(set(RADICALS.findall(text)))
+    if radicals:  # the text says 注意⼒ (U+2F12) for 注意力: copying and searching fail
+        problems.append(f"the text maps glyphs to radicals: {radicals[:10]}")
     for label in settings["web_labels"]:
         if label in text:
             problems.append(f"web-only label printed: {label!r}")
