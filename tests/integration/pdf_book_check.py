@@ -36,7 +36,9 @@ def test_the_chinese_pdf_is_the_english_book_in_chinese():
     """The same book: the same chapters and sections in the same order (the Chinese
     edition keeps the English section ids), each chapter's bookmark in Chinese."""
     english, chinese = (
-        json.loads(build_pdf.EDITIONS[e]["out"].with_suffix(".toc.json").read_text())
+        json.loads(
+            build_pdf.EDITIONS[e]["out"].with_suffix(".toc.json").read_text("utf-8")
+        )
         for e in ("en", "zh_CN")
     )
     assert [(e["level"], e["id"]) for e in chinese] == [
