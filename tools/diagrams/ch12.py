@@ -109,8 +109,8 @@ def draw_absorbed_decode(path):
         d.box(xw, y - row / 2, 1.6, row, rf"$a_{name}$", role="weight")
     d.text(xs + 0.8, top + 0.45, "scores", size=SHAPE_SIZE + 0.5)
     d.text(xw + 0.8, top + 0.45, "weights", size=SHAPE_SIZE + 0.5)
-    d.arrow((xs + 1.8, top + 0.45), (xw - 0.2, top + 0.45), lw=1.0)
-    d.text((xs + xw + 1.6) / 2, top + 1.05, "softmax", size=SHAPE_SIZE + 0.5)
+    d.arrow((xs + 1.8, top + 0.45), (xw - 0.65, top + 0.45), lw=1.0)
+    d.text((xs + xw + 1.15) / 2, top + 1.05, "softmax", size=SHAPE_SIZE + 0.5)
     # the weighted sum of latents, then W_UV,h once, then W_o
     yo = ys[-1] - row / 2 - 3.0
     osum = d.box(xc, yo, rw, bh, r"$\Sigma_j\, a_j\, c_j$", role="output")
