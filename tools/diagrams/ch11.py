@@ -74,7 +74,10 @@ def draw_window_with_sinks(path):
 
 
 # -- the rotation ---------------------------------------------------------------------
-OMEGA, Q0, K0 = 20.0, 25.0, 0.0  # degrees per position; the angles at position 0
+# degrees per position; the angles at position 0: q and k start in the same direction,
+# so the angle between them is (i - j) * omega exactly (otherwise that plus their
+# angle at position 0, the same in both panels)
+OMEGA, Q0, K0 = 20.0, 10.0, 10.0
 
 
 def _rotation_panel(d, cx, cy, R, i, j):
@@ -93,9 +96,10 @@ def _rotation_panel(d, cx, cy, R, i, j):
     ):
         edge, _ = colours(role)
         r0, r1 = math.radians(angle0), math.radians(angle)
+        length = 0.8 if role == "query" else 0.55  # both dashed arrows stay visible
         d.arrow(
             (cx, cy),
-            (cx + 0.8 * R * math.cos(r0), cy + 0.8 * R * math.sin(r0)),
+            (cx + length * R * math.cos(r0), cy + length * R * math.sin(r0)),
             role=role,
             dashed=True,
             lw=0.9,
