@@ -249,13 +249,16 @@ class RotaryAttention(GroupedQueryAttention):
     keys are rotated at their absolute positions before attention; the cache holds
     rotated keys, so a decode step rotates only the new query and key.
 
-    ``forward(x (B, T, E), kv_cache=None, need_weights=False)`` -> ``(B, T, E)``. The
-    positions of ``x`` start at ``len(kv_cache)`` (0 without a cache). With
-    ``need_weights=True`` the weights ``(B, H, T, K)`` are computed step by step
-    (softmax in float32, as transformers' eager path) and kept in
-    ``.attention_weights``; otherwise one SDPA call in which each group's ``g``
-    query heads are stacked as ``g * T`` rows of one query, so the ``Hkv`` key/value
-    heads are read once and never repeated.
+    ``forward(x (B, T, E), kv_cache=None, need_weights=False, cos_sin=None)`` ->
+    ``(B, T, E)``. The positions of ``x`` start at ``len(kv_cache)`` (0 without a
+    cache). With ``need_weights=True`` the weights ``(B, H, T, K)`` are computed step
+    by step (softmax in float32, as transformers' eager path) and kept in
+    ``.attention_weights``; otherwise one SDPA call. A first chunk that is plainly
+    causal (positions ``0 .. T - 1``, no window that hides a key) goes to SDPA's own
+    causal kernel with ``enable_gqa``. Every other call (a decode step, a chunk after
+    a cache, a window that hides keys) stacks each group's ``g`` query heads as
+    ``g * T`` rows of one query, so the ``Hkv`` key/value heads are read once and
+    never repeated.
     """
 
     def __init__(
@@ -398,9 +401,10 @@ class LlamaBlock(nn.Module):
 class LlamaModel(nn.Module):
     """A Llama-style decoder-only language model (Mistral's with a window).
 
-    ``forward(tokens (B, T), kv_caches=None, need_weights=False)`` -> logits
-    ``(B, T, V)``; with ``kv_caches`` (one per layer, from :meth:`new_caches`) the
-    tokens continue what the caches hold. ``generate`` decodes greedily.
+    ``forward(tokens (B, T), kv_caches=None, need_weights=False, last_only=False)``
+    -> logits ``(B, T, V)`` (``(B, 1, V)``, the last position's, with
+    ``last_only=True``); with ``kv_caches`` (one per layer, from :meth:`new_caches`)
+    the tokens continue what the caches hold. ``generate`` decodes greedily.
 
     Weights: :meth:`load_hf_state_dict` (a transformers ``LlamaForCausalLM`` /
     ``MistralForCausalLM`` state dict) or :meth:`attention_lib.GGUFFile.model`.
