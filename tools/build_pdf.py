@@ -456,9 +456,10 @@ def print_pdf(edition: str) -> list[dict]:
             page.evaluate("() => MathJax.startup.promise")
             page.emulate_media(media="print", color_scheme="light")
             page.add_style_tag(content=BOOK_CSS)
-            if edition == "zh_CN":
-                page.add_style_tag(content=cjk_css(single))
-                page.evaluate("() => document.fonts.ready")
+            # both editions: the English book has Chinese too (the language switch, the
+            # glossary's terms), and the system's CJK font maps 力 to the radical ⼒
+            page.add_style_tag(content=cjk_css(single))
+            page.evaluate("() => document.fonts.ready")
             page.wait_for_timeout(500)
             toc = page.evaluate(PREPARE, book_titles(edition))
             page.evaluate(SCALE_WIDE_MATH)
