@@ -342,17 +342,18 @@ def sharp_figures(scale: int = 2) -> None:
 
 
 # -- plots in another language (the Chinese notebooks)
-# The plotting code stays English. ``plot_language("zh_CN")`` translates the text of every
-# figure (titles, axis and colour-bar labels, legends, annotations, suptitles) right before
-# it is drawn, from the catalog shipped with the package (attention_lib/locales/LANG/plots.po,
-# the one place these translations are written). A catalog message may hold placeholders
-# (``"head %1"``; %1 to %9, not {0}: braces are LaTeX's): they stand for any text, which
-# is itself translated (a number stays).
+# The plotting code stays English. ``plot_language("zh_CN")`` translates the text of
+# every figure (titles, axis and colour-bar labels, legends, annotations, suptitles)
+# right before it is drawn, from the catalog shipped with the package
+# (attention_lib/locales/LANG/plots.po, the one place these translations are written).
+# A catalog message may hold placeholders (``"head %1"``; %1 to %9, not {0}: braces are
+# LaTeX's): they stand for any text, which is itself translated (a number stays).
 # Tick labels are data (tokens, numbers): they change only where the catalog has them.
 
 _LOCALES = Path(__file__).resolve().parent / "locales"
-# Candidate CJK fonts: Debian/Ubuntu's fonts-noto-cjk (registered by file, so that a font
-# installed after matplotlib built its font cache is found too), then by family name.
+# Candidate CJK fonts: Debian/Ubuntu's fonts-noto-cjk (registered by file, so that a
+# font installed after matplotlib built its font cache is found too), then by family
+# name.
 CJK_FONT_FILES = (
     "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
     "/usr/share/fonts/opentype/noto/NotoSansCJK-Bold.ttc",

@@ -10,7 +10,8 @@ value (the answer the model must predict)::
 
 Token ids (``K = num_keys``, ``V = num_values``): the record of key ``k`` and value
 ``v`` is ``V k + v`` (``0 .. K V - 1``), the question about key ``k`` is ``K V + k`` and
-the answer ``v`` is ``K V + K + v``; :func:`mqar_vocab_size` is ``K V + K + V``. Every question asks about a different record, in a random order.
+the answer ``v`` is ``K V + K + v``; :func:`mqar_vocab_size` is ``K V + K + V``. Every
+question asks about a different record, in a random order.
 """
 
 from __future__ import annotations
