@@ -34,6 +34,8 @@ def markdown(path: Path) -> str:
     )
 
 
+# Redraws every diagram in both languages (~50 s): make long-tests (CI), so make test stays in budget
+@pytest.mark.slow
 def test_committed_diagrams_are_what_their_sources_draw():
     assert make_diagrams.check() == []
 

@@ -237,6 +237,8 @@ def test_every_cited_paper_is_in_the_bibliography():
     assert not missing, sorted(missing)
 
 
+# Formats the bibliography twice and reads every catalog (~30 s): make long-tests (CI)
+@pytest.mark.slow
 def test_citations_match_the_bibliography_labels():
     """The references page labels each entry as the chapters cite it ("Vaswani et al.,
     2017"; in the Chinese edition "Vaswani 等人，2017": book/_ext/course_bibstyle.py), so a

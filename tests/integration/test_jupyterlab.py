@@ -283,6 +283,8 @@ def test_every_chapter_in_jupyterlab(lab):
 CJK = re.compile(r"[\u3400-\u9fff]")
 
 
+# The twelve Chinese notebooks (~70 s): make long-tests (CI); make test opens the English ones
+@pytest.mark.slow
 def test_every_chinese_chapter_in_jupyterlab(lab):
     """chapters/zh_CN/: the same checks, and what the learner reads is Chinese."""
     page, problems = lab

@@ -20,6 +20,11 @@ from pathlib import Path
 
 import pytest
 
+# Renders twelve chapters with nbconvert and opens them in Chromium (~45 s): make long-tests
+# (CI), so that make test stays within its budget; test_portable.py checks the toggles
+# statically in make test.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
