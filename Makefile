@@ -46,11 +46,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Everything, in one pytest run (one summary line): the library's tests, every chapter re-executed and compared
 # with its committed outputs (nbval), and the integration checks -- the built site in headless Chromium, the
 # Colab path in a fresh venv, and the GitHub workflows linted. The site is built first.
-# The chapters come first: chapter 9 (about a minute under nbval) then starts early instead of
-# closing the run, and the many short unit tests fill the end on both workers (measured: 6:55 -> 6:14).
+# The longest scopes come first (a scope, one module or notebook, runs on one worker): the pages of
+# the site in Chromium (about 6 min of one worker), JupyterLab over every chapter, then the chapters
+# (chapter 9, about a minute, early), and the many short unit tests fill the end on both workers
+# (measured: with test_site_pages.py collected last, one worker ran alone for its last ~1.5 min).
 # Tests marked slow (minutes each) run in `make long-tests`, which CI runs after this.
 test: book browser-deps
-	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope chapters tests $(NBVAL) -m "not slow"
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope \
+	    tests/integration/test_site_pages.py tests/integration/test_jupyterlab.py chapters tests \
+	    $(NBVAL) -m "not slow"
 
 # The checks that take minutes each, run by CI after `make test`: the >= 5-seed sweeps behind chapters 2, 4
 # and 9's claims about trained models (tests/test_ch0*_seeds.py), and a learner's and Colab's fresh virtual
