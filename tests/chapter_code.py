@@ -41,3 +41,25 @@ def run_definitions(
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 found.add(node.name)
     return found
+
+
+def functions_and_constants(
+    functions: set[str], test_set: set[str] = frozenset()
+) -> Callable[[ast.stmt], bool]:
+    """A ``wanted`` for :func:`run_definitions`: the chapter's top-level functions named
+    in ``functions``, its constants (assignments to upper-case names only) and the
+    assignments to names in ``test_set``."""
+
+    def wanted(node) -> bool:
+        if isinstance(node, ast.FunctionDef):
+            return node.name in functions
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            names = target.elts if isinstance(target, ast.Tuple) else [target]
+            ids = [n.id for n in names if isinstance(n, ast.Name)]
+            return len(ids) == len(names) and (
+                all(i.isupper() for i in ids) or set(ids) <= test_set
+            )
+        return False
+
+    return wanted

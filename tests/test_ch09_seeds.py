@@ -13,7 +13,6 @@ result *varies* with the seed can be checked too.
 
 from __future__ import annotations
 
-import ast
 import copy
 import math
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_code import run_definitions
+from chapter_code import functions_and_constants, run_definitions
 
 import attention_lib as al
 
@@ -43,19 +42,7 @@ TEST_SET = {"test_tokens", "test_targets", "test_asked"}
 SEEDS = range(5)
 
 
-def _wanted(node) -> bool:
-    """Top-level definitions to take from the chapter: the functions above, constants
-    (upper-case names) and the test set."""
-    if isinstance(node, ast.FunctionDef):
-        return node.name in FUNCTIONS
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        target = node.targets[0]
-        names = target.elts if isinstance(target, ast.Tuple) else [target]
-        ids = [n.id for n in names if isinstance(n, ast.Name)]
-        return len(ids) == len(names) and (
-            all(i.isupper() for i in ids) or set(ids) <= TEST_SET
-        )
-    return False
+_wanted = functions_and_constants(FUNCTIONS, TEST_SET)
 
 
 def _load_chapter() -> dict:

@@ -13,13 +13,12 @@ checks one claim of the chapter over all the seeds.
 
 from __future__ import annotations
 
-import ast
 import math
 from pathlib import Path
 
 import pytest
 import torch
-from chapter_code import run_definitions
+from chapter_code import functions_and_constants, run_definitions
 from torch import nn
 
 import attention_lib as al
@@ -36,19 +35,7 @@ SEEDS = range(5)
 GQA, MQA, MLA_128, MLA_64 = "GQA", "MQA", "MLA, r = 28", "MLA, r = 12"
 
 
-def _wanted(node) -> bool:
-    """Top-level definitions to take from the chapter: the functions above, constants
-    (upper-case names) and the test set."""
-    if isinstance(node, ast.FunctionDef):
-        return node.name in FUNCTIONS
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        target = node.targets[0]
-        names = target.elts if isinstance(target, ast.Tuple) else [target]
-        ids = [n.id for n in names if isinstance(n, ast.Name)]
-        return len(ids) == len(names) and (
-            all(i.isupper() for i in ids) or set(ids) <= TEST_SET
-        )
-    return False
+_wanted = functions_and_constants(FUNCTIONS, TEST_SET)
 
 
 @pytest.fixture(scope="module")
