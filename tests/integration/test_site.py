@@ -106,6 +106,24 @@ def visit(
     return context, page, problems
 
 
+def as_phone(context, page):
+    """Turn an open page into the phone ``visit(..., width=PHONE)`` opens, without loading
+    it again (a chapter's load costs seconds): the same Chromium emulation a Playwright
+    context with ``is_mobile`` and ``has_touch`` applies -- the meta viewport honoured,
+    overlay scrollbars, touch -- at 390 x 844. Measured on every page of the book: the same
+    layout, figures and pixels as a fresh phone visit."""
+    page.set_viewport_size({"width": PHONE, "height": 844})  # what screenshots use
+    cdp = context.new_cdp_session(page)
+    cdp.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": PHONE, "height": 844, "deviceScaleFactor": 1, "mobile": True},
+    )
+    cdp.send(
+        "Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1}
+    )
+    assert page.evaluate("() => matchMedia('(pointer: coarse)').matches")
+
+
 # What course.js calls legible: a figure is not shown below this scale of its intended
 # width (a plot: half its 2x pixel width; a diagram: the SVG's own size).
 MIN_SCALE = {"diagram": 0.7, "plot": 0.65}
@@ -460,6 +478,41 @@ def test_phone_in_dark_mode(browser, site_url, doc):
         assert not problems, "\n".join(problems)
     finally:
         context.close()
+
+
+def test_as_phone_is_a_fresh_phone_visit(browser, site_url):
+    """test_site_pages measures each page on a phone by turning its 1280 px load into one
+    (as_phone): that must be what a phone's own load shows -- the same media, layout,
+    figures and pixels."""
+    doc = CHAPTERS[0]  # long, with formulas, plots and wide diagrams
+    probe = """() => ({width: document.documentElement.scrollWidth, inner: innerWidth,
+        height: document.documentElement.scrollHeight,
+        coarse: matchMedia('(pointer: coarse)').matches,
+        hover: matchMedia('(hover: hover)').matches,
+        wide: document.querySelectorAll('.course-wide').length})"""
+    seen = []
+    for switch in (False, True):
+        url = f"{site_url}/{doc}.html"
+        context, page, problems = visit(browser, url, width=1280 if switch else PHONE)
+        try:
+            if switch:
+                as_phone(context, page)
+            page.wait_for_timeout(200)
+            seen.append(
+                (
+                    page.evaluate(probe),
+                    page.evaluate(FIGURES, MIN_SCALE),
+                    page.screenshot(),
+                )
+            )
+            assert not problems, "\n".join(problems)
+        finally:
+            context.close()
+    (fresh, fresh_figures, fresh_shot), (turned, turned_figures, turned_shot) = seen
+    assert fresh["width"] <= PHONE and fresh["coarse"] and not fresh["hover"], fresh
+    assert turned == fresh
+    assert turned_figures == fresh_figures
+    assert turned_shot == fresh_shot, "the first screen differs"
 
 
 def test_print_wraps_code_lines(browser, site_url):

@@ -6,11 +6,12 @@ from test_site import (  # noqa: F401
     ARTIFACTS,
     CONFIG,
     DARK_PAGES,
+    HTML,
     PAGES,
     PHONE,
     REPO,
     ROOT,
-    HTML,
+    as_phone,
     check_accessibility,
     check_figures,
     check_fits_a_phone,
@@ -21,8 +22,11 @@ from test_site import (  # noqa: F401
 
 @pytest.mark.parametrize("doc", PAGES)
 def test_page(browser, site_url, doc):
+    """The page at 1280 px, then (DARK_PAGES) dark, then the same load turned into a phone
+    at 390 px (as_phone)."""
     url = f"{site_url}/{doc}.html"
-    context, page, problems = visit(browser, url)
+    loaded = []
+    context, page, problems = visit(browser, url, loaded=loaded)
     try:
         math = page.evaluate(
             """() => {
@@ -117,6 +121,12 @@ def test_page(browser, site_url, doc):
         # The first screen (a full-page shot of a 30,000 px chapter costs seconds).
         page.screenshot(path=str(ARTIFACTS / f"{name}.light.png"))
         assert not problems, f"{doc}: " + "\n".join(problems)
+        as_phone(context, page)
+        check_fits_a_phone(page, doc)
+        if doc.startswith("chapters/"):
+            check_page_weight(page, doc, loaded)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.light.{PHONE}.png"))
+        assert not problems, f"{doc} ({PHONE} px): " + "\n".join(problems)
     finally:
         context.close()
     if doc in DARK_PAGES:
@@ -130,16 +140,6 @@ def test_page(browser, site_url, doc):
             assert not problems, f"{doc} (dark): " + "\n".join(problems)
         finally:
             context.close()
-    loaded = []
-    context, page, problems = visit(browser, url, width=PHONE, loaded=loaded)
-    try:
-        check_fits_a_phone(page, doc)
-        if doc.startswith("chapters/"):
-            check_page_weight(page, doc, loaded)
-        page.screenshot(path=str(ARTIFACTS / f"{name}.light.{PHONE}.png"))
-        assert not problems, f"{doc} ({PHONE} px): " + "\n".join(problems)
-    finally:
-        context.close()
 
 
 def other_pages() -> list[str]:
