@@ -106,6 +106,40 @@ class LlamaConfig:
     def head_dim(self) -> int:
         return self.num_hiddens // self.num_heads
 
+    def to_hf(self, **extra):
+        """The same model as a transformers config (5.x): a ``LlamaConfig``, or a
+        ``MistralConfig`` with a sliding window; the inverse of
+        :meth:`~attention_lib.LlamaModel.config_from_hf`. ``extra``: transformers' own
+        keys (e.g. ``max_position_embeddings``). transformers rotates in the "half"
+        layout, so an "interleaved" model's q/k rows are permuted when its weights are
+        copied across (:func:`~attention_lib.rope_layout_permutation`); it has no
+        attention sinks."""
+        import transformers
+
+        if self.num_sinks:
+            raise ValueError(
+                "to_hf: transformers' Llama and Mistral have no attention sinks, got "
+                f"num_sinks={self.num_sinks}"
+            )
+        rope = dict(self.rope_scaling or {"rope_type": "default"})
+        rope["rope_theta"] = self.rope_theta
+        keys = dict(
+            vocab_size=self.vocab_size,
+            hidden_size=self.num_hiddens,
+            intermediate_size=self.ffn_hiddens,
+            num_hidden_layers=self.num_layers,
+            num_attention_heads=self.num_heads,
+            num_key_value_heads=self.num_kv_heads,
+            rms_norm_eps=self.rms_eps,
+            rope_parameters=rope,
+            tie_word_embeddings=self.tie_embeddings,
+        )
+        if self.sliding_window is None:
+            return transformers.LlamaConfig(**keys, **extra)
+        return transformers.MistralConfig(
+            **keys, sliding_window=self.sliding_window, **extra
+        )
+
 
 def _check_window(window, sinks) -> None:
     if window is not None:

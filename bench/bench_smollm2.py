@@ -57,19 +57,7 @@ def build():
     from transformers.initialization import no_init_weights
 
     ours = al.GGUFFile(al.smollm2_path()).model("half").eval()
-    c = ours.config
-    cfg = transformers.LlamaConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.num_hiddens,
-        intermediate_size=c.ffn_hiddens,
-        num_hidden_layers=c.num_layers,
-        num_attention_heads=c.num_heads,
-        num_key_value_heads=c.num_kv_heads,
-        rms_norm_eps=c.rms_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
-        tie_word_embeddings=c.tie_embeddings,
-        max_position_embeddings=2048,
-    )
+    cfg = ours.config.to_hf(max_position_embeddings=2048)
     cfg._attn_implementation = "sdpa"
     with no_init_weights():  # the weights come from the file
         hf = transformers.LlamaForCausalLM(cfg).eval()

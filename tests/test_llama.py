@@ -188,6 +188,36 @@ def test_deliberate_slips_break_the_match(slip):
     assert (bad(x) - ref).abs().max() > 0.1
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        al.LlamaConfig(V, E, L, H, HKV, F),
+        al.LlamaConfig(
+            V,
+            E,
+            L,
+            H,
+            HKV,
+            F,
+            rope_theta=LLAMA3["rope_theta"],
+            rope_scaling={k: v for k, v in LLAMA3.items() if k != "rope_theta"},
+            rms_eps=1e-5,
+            tie_embeddings=True,
+        ),
+        al.LlamaConfig(V, E, L, H, 1, F, sliding_window=8),
+    ],
+    ids=["llama", "llama3-tied", "mistral-mqa"],
+)
+def test_to_hf_is_the_inverse_of_config_from_hf(config):
+    hf = config.to_hf(max_position_embeddings=64)
+    kind = "MistralConfig" if config.sliding_window else "LlamaConfig"
+    assert type(hf).__name__ == kind and hf.max_position_embeddings == 64
+    assert LlamaModel.config_from_hf(hf) == config
+    sinks = al.LlamaConfig(V, E, L, H, HKV, F, sliding_window=8, num_sinks=4)
+    with pytest.raises(ValueError, match="num_sinks=4"):
+        sinks.to_hf()
+
+
 def test_bad_input_raises_and_changes_no_state():
     _, ours = _hf_pair("llama")
     with pytest.raises(ValueError, match="vocab|ids"):
@@ -236,17 +266,7 @@ def test_smollm2_matches_transformers_on_the_same_gguf_weights(smollm2):
     c = ours.config
     assert (c.num_layers, c.num_hiddens, c.num_heads, c.num_kv_heads) == (30, 576, 9, 3)
     assert c.tie_embeddings and c.rope_theta == 100000.0
-    hf_cfg = transformers.LlamaConfig(
-        vocab_size=c.vocab_size,
-        hidden_size=c.num_hiddens,
-        intermediate_size=c.ffn_hiddens,
-        num_hidden_layers=c.num_layers,
-        num_attention_heads=c.num_heads,
-        num_key_value_heads=c.num_kv_heads,
-        rms_norm_eps=c.rms_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta},
-        tie_word_embeddings=True,
-    )
+    hf_cfg = c.to_hf()
     from transformers.initialization import no_init_weights
 
     with no_init_weights():  # the weights come from the file: skip the random init
