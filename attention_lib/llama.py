@@ -399,7 +399,9 @@ class RotaryAttention(GroupedQueryAttention):
             mask = None if bool(keep.all()) else keep.repeat(g, 1)  # (g * T, K)
         q = q.reshape(B, Hkv, g * T, d)  # the g heads of a group as g * T rows
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d**-0.5)
-        return out.view(B, H, T, d)  # (B, Hkv, g * T, d) -> (B, H, T, d)
+        # (B, Hkv, g * T, d) -> (B, H, T, d); a copy where SDPA returned another
+        # layout (CUDA), a view otherwise
+        return out.reshape(B, H, T, d)
 
 
 def _rotate(rope, x, cos, sin):

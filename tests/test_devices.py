@@ -23,10 +23,6 @@ For each device the file checks that
    device -- a CPU tensor mixed into a CUDA computation raises, so the checks above
    catch one -- and ``KVCache`` refuses keys from another device with the
    ``ValueError`` its docstring promises, leaving the cache as it was.
-
-One known defect is left out rather than skipped: on CUDA, ``LlamaModel``'s fused path
-fails wherever it stacks a group's heads (see ``FUSED_LLAMA_STEPS_ON_CUDA``), so those
-cases are not parameters there until the library is fixed.
 """
 
 import copy
@@ -410,32 +406,19 @@ def _llama(**kwargs) -> al.LlamaModel:
     )
 
 
-# Left out on CUDA until the library is fixed: RotaryAttention._fused ends with
-# ``out.view(B, H, T, d)`` (attention_lib/llama.py), and CUDA's SDPA returns a
-# non-contiguous ``out`` there, so ``view`` raises a RuntimeError. LlamaModel's fused
-# path reaches that line for a window that hides keys, a decode step and a chunk after
-# a cache (not for a plain causal first chunk). With ``.reshape`` instead, set this to
-# True and every case below runs on CUDA too.
-FUSED_LLAMA_STEPS_ON_CUDA = False
-
-
-def _llama_cases(names, fused_steps: bool):
-    """``(device, name, need_weights)`` for every device, model and path, less the
-    fused path on CUDA when it takes the steps above (``fused_steps``)."""
+def _llama_cases(names):
+    """``(device, name, need_weights)`` for every device, model and path."""
     return [
         (device, name, need_weights)
         for device in DEVICES
         for name in names
         for need_weights in (False, True)
-        if need_weights
-        or device != "cuda"
-        or not fused_steps
-        or FUSED_LLAMA_STEPS_ON_CUDA
     ]
 
 
-FORWARD_CASES = _llama_cases(["llama", "llama3-tied-mqa", "interleaved"], False)
-FORWARD_CASES += _llama_cases(["window-sinks"], True)
+FORWARD_CASES = _llama_cases(
+    ["llama", "llama3-tied-mqa", "interleaved", "window-sinks"]
+)
 
 
 @pytest.mark.parametrize(
@@ -496,7 +479,7 @@ def test_kv_cache_decoding(device, make, need_weights):
 
 @pytest.mark.parametrize(
     "device, name, need_weights",
-    _llama_cases(["llama", "window-sinks"], True),
+    _llama_cases(["llama", "window-sinks"]),
     indirect=["device"],
 )
 def test_llama_cached_decoding(device, name, need_weights):
@@ -581,15 +564,7 @@ def _model(name):
     return _big_weights(_decoders()[base]())
 
 
-# the Llama models that decode with a cache take the fused steps left out on CUDA
-GENERATE_CASES = [
-    (device, name)
-    for device in DEVICES
-    for name in GENERATORS
-    if device != "cuda"
-    or name not in ("llama", "window-sinks")
-    or FUSED_LLAMA_STEPS_ON_CUDA
-]
+GENERATE_CASES = [(device, name) for device in DEVICES for name in GENERATORS]
 
 
 @pytest.mark.parametrize("device, name", GENERATE_CASES, indirect=["device"])
