@@ -46,14 +46,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Everything, in one pytest run (one summary line): the library's tests, every chapter re-executed and compared
 # with its committed outputs (nbval), and the integration checks -- the built site in headless Chromium, the
 # Colab path in a fresh venv, and the GitHub workflows linted. The site is built first.
-# The longest scopes come first (a scope, one module or notebook, runs on one worker): the pages of
-# the site in Chromium (about 6 min of one worker), JupyterLab over every chapter, then the chapters
-# (chapter 9, about a minute, early), and the many short unit tests fill the end on both workers
-# (measured: with test_site_pages.py collected last, one worker ran alone for its last ~1.5 min).
+# A scope (one module, or one notebook's cells) runs whole on one worker. The longest scopes go first
+# (tests/conftest.py's LONGEST_FIRST: the site's pages in Chromium, about 4 min of one worker, then the
+# Chinese pages, JupyterLab, chapters 9, 11, 12) and the many short ones fill the end on both workers;
+# --no-loadscope-reorder keeps that order (xdist would otherwise start the scopes with the most tests
+# first, which left the site's pages to the end, run by one worker alone).
 # Tests marked slow (minutes each) run in `make long-tests`, which CI runs after this.
 test: book browser-deps
-	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope \
-	    tests/integration/test_site_pages.py tests/integration/test_jupyterlab.py chapters tests \
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder chapters tests \
 	    $(NBVAL) -m "not slow"
 
 # The checks that take minutes each, run by CI after `make test`: the >= 5-seed sweeps behind chapters 2, 4

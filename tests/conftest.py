@@ -14,3 +14,27 @@ def d2l():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# `make test` runs two xdist workers with `--dist loadscope --no-loadscope-reorder`: a
+# module -- a notebook's cells, a browser module's pages -- goes to one worker whole, in
+# the order collected. Collected as is (chapters first), the site's page checks started
+# last and one worker ran them alone at the end. So the longest scopes go first
+# (measured in make test, seconds of one worker): then the short ones fill both workers.
+LONGEST_FIRST = [
+    "tests/integration/test_site_pages.py",  # 250: every page at 1280 px, dark, 390 px
+    "tests/integration/test_site_zh.py",  # 95: every Chinese page at 390 px
+    "tests/integration/test_site.py",  # 90
+    "chapters/09_watch_attention_learn.ipynb",  # 65: three small models trained
+    "tests/integration/test_jupyterlab.py",  # 65: JupyterLab over every chapter
+    "chapters/11_attention_in_a_real_model.ipynb",  # 40: SmolLM2
+    "chapters/12_multi_head_latent_attention.ipynb",  # 30
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    missing = [p for p in LONGEST_FIRST if not (config.rootpath / p).is_file()]
+    if missing:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FIRST: no {missing}")
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
