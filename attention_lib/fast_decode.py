@@ -12,7 +12,8 @@ and no autograd (``keys is values``, ``need_weights=False``, no masks). That rou
 * reads the parameters from the module's dictionaries directly (``nn.Module``'s
   ``__getattr__`` costs about half a microsecond a call);
 * for one new query, hands SDPA each group's query heads as rows of one query matrix
-  (``one_query_shared_heads`` in ``attention_lib.scoring``), as the readable class does.
+  (what ``one_query_shared_heads`` in ``attention_lib.scoring`` does for the readable
+  class), shaped so straight from the projection, and its output straight back.
 
 None of this changes the arithmetic; it trims per-call overhead that matters only when a
 step takes a fraction of a millisecond (chapter 10). Every other call -- training,
@@ -28,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from .cache import KVCache
-from .multihead import GroupedQueryAttention, _check_inputs, _unchanged_if_it_fails
-from .scoring import fused_attention, one_query_shared_heads
+from .multihead import GroupedQueryAttention, _check_inputs
+from .scoring import fused_attention
 
 __all__ = ["FastGroupedQueryAttention"]
 
@@ -73,8 +74,14 @@ class FastGroupedQueryAttention(GroupedQueryAttention):
                 kv_cache,
             )  # fmt: skip
         _check_inputs(self, queries, keys, values, None, None, kv_cache)
-        with _unchanged_if_it_fails(kv_cache):
+        # _unchanged_if_it_fails written out (a generator-based context manager costs
+        # ~1 us a step): a call that raises leaves the cache as it was
+        state = kv_cache._state()
+        try:
             return self._decode_step(queries, keys, is_causal, kv_cache)
+        except BaseException:
+            kv_cache._restore(state)
+            raise
 
     def _decode_step(self, queries, x, is_causal, kv_cache):
         """Cached attention without autograd or masks: the parent's fused path with
@@ -86,7 +93,13 @@ class FastGroupedQueryAttention(GroupedQueryAttention):
         q_params = self._modules["W_q"]._parameters
         o_params = self._modules["W_o"]._parameters
         q = F.linear(queries, q_params["weight"], q_params["bias"])  # (B, Q, E)
-        q = q.view(B, num_queries, H, d).transpose(1, 2)  # (B, H, Q, d)
+        if num_queries == 1:
+            # a group's g = H / Hkv query heads as g rows of one query matrix, straight
+            # from the projection: (B, 1, E) -> (B, Hkv, g, d); head h uses key/value
+            # head h // g, as repeat_kv (one_query_shared_heads, two views fewer)
+            q = q.view(B, Hkv, H // Hkv, d)
+        else:
+            q = q.view(B, num_queries, H, d).transpose(1, 2)  # (B, H, Q, d)
         fused = self._fused_kv()
         if fused is not None:
             kv = F.linear(x, *fused)  # (B, K, 2 * Hkv * d)
@@ -101,16 +114,17 @@ class FastGroupedQueryAttention(GroupedQueryAttention):
             k, v = kv_cache.update(k, v)  # (B, Hkv, T + K, d) each
         p = self.dropout.p if self.training else 0.0
         if num_queries == 1:  # one query attends to every cached key, causal or not
-            out = one_query_shared_heads(q, k, v, dropout_p=p)  # (B, H, 1, d)
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p)  # (B, Hkv, g, d)
+            out = out.reshape(B, 1, E)  # the heads in order h = g * kv + row
         else:
             out = fused_attention(
                 q, k, v, None, None,
                 dropout_p=p, enable_gqa=Hkv != H, is_causal=is_causal,
             )  # fmt: skip  # (B, H, Q, d)
+            # (B, H, Q, d) -> (B, Q, H, d) -> (B, Q, E)
+            out = out.transpose(1, 2).reshape(B, num_queries, E)
         if self.attention_weights is not None:
             self.attention_weights = None  # (nn.Module's __setattr__ is slow)
-        # (B, H, Q, d) -> (B, Q, H, d) -> (B, Q, E) -> (B, Q, E)
-        out = out.transpose(1, 2).reshape(B, num_queries, E)
         return F.linear(out, o_params["weight"], o_params["bias"])
 
     def _pack_kv(self) -> None:
