@@ -39,6 +39,20 @@ __all__ = [
 ]
 
 
+# LlamaConfig's fields under transformers' names (the rest -- rope_theta and
+# rope_scaling in rope_parameters, tie_embeddings, sliding_window -- need more
+# than a name)
+HF_NAMES = {
+    "vocab_size": "vocab_size",
+    "num_hiddens": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "ffn_hiddens": "intermediate_size",
+    "rms_eps": "rms_norm_eps",
+}
+
+
 @dataclasses.dataclass
 class LlamaConfig:
     """The numbers that define a Llama-style model (transformers' names in brackets).
@@ -123,17 +137,8 @@ class LlamaConfig:
             )
         rope = dict(self.rope_scaling or {"rope_type": "default"})
         rope["rope_theta"] = self.rope_theta
-        keys = dict(
-            vocab_size=self.vocab_size,
-            hidden_size=self.num_hiddens,
-            intermediate_size=self.ffn_hiddens,
-            num_hidden_layers=self.num_layers,
-            num_attention_heads=self.num_heads,
-            num_key_value_heads=self.num_kv_heads,
-            rms_norm_eps=self.rms_eps,
-            rope_parameters=rope,
-            tie_word_embeddings=self.tie_embeddings,
-        )
+        keys = {theirs: getattr(self, ours) for ours, theirs in HF_NAMES.items()}
+        keys.update(rope_parameters=rope, tie_word_embeddings=self.tie_embeddings)
         if self.sliding_window is None:
             return transformers.LlamaConfig(**keys, **extra)
         return transformers.MistralConfig(
@@ -650,15 +655,9 @@ class LlamaModel(nn.Module):
                 f"num_attention_heads, got head_dim={head_dim}"
             )
         return LlamaConfig(
-            vocab_size=c.vocab_size,
-            num_hiddens=c.hidden_size,
-            num_layers=c.num_hidden_layers,
-            num_heads=c.num_attention_heads,
-            num_kv_heads=c.num_key_value_heads,
-            ffn_hiddens=c.intermediate_size,
+            **{ours: getattr(c, theirs) for ours, theirs in HF_NAMES.items()},
             rope_theta=float(theta),
             rope_scaling=scaling,
-            rms_eps=c.rms_norm_eps,
             tie_embeddings=bool(getattr(c, "tie_word_embeddings", False)),
             sliding_window=getattr(c, "sliding_window", None),
         )
