@@ -43,22 +43,28 @@ def run_definitions(
     return found
 
 
-def functions_and_constants(
-    functions: set[str], test_set: set[str] = frozenset()
+def definitions(
+    functions: set[str],
+    names: set[str] = frozenset(),
+    *,
+    constants: bool = True,
+    prefixes: tuple[str, ...] = (),
 ) -> Callable[[ast.stmt], bool]:
-    """A ``wanted`` for :func:`run_definitions`: the chapter's top-level functions named
-    in ``functions``, its constants (assignments to upper-case names only) and the
-    assignments to names in ``test_set``."""
+    """A ``wanted`` for :func:`run_definitions`: the chapter's top-level functions and
+    classes named in ``functions``, and the assignments (one target, a name or a tuple of
+    names) each of whose names is in ``names``, starts with one of ``prefixes`` or, with
+    ``constants``, is upper-case."""
 
     def wanted(node) -> bool:
-        if isinstance(node, ast.FunctionDef):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             return node.name in functions
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            names = target.elts if isinstance(target, ast.Tuple) else [target]
-            ids = [n.id for n in names if isinstance(n, ast.Name)]
-            return len(ids) == len(names) and (
-                all(i.isupper() for i in ids) or set(ids) <= test_set
+            targets = target.elts if isinstance(target, ast.Tuple) else [target]
+            ids = [n.id for n in targets if isinstance(n, ast.Name)]
+            return len(ids) == len(targets) and all(
+                i in names or i.startswith(prefixes) or (constants and i.isupper())
+                for i in ids
             )
         return False
 

@@ -15,14 +15,13 @@ group of claims over all the seeds, so that a failure names the claim and the se
 
 from __future__ import annotations
 
-import ast
 import itertools
 import math
 from pathlib import Path
 
 import pytest
 import torch
-from chapter_code import run_definitions
+from chapter_code import definitions, run_definitions
 
 import attention_lib as al
 
@@ -58,14 +57,7 @@ CONSISTENCY_FIRST_SEEDS = (100, 1100, 2100, 3100, 4100)  # 64 data sets each, di
 CLOUD_SEEDS = range(1, 6)
 
 
-def _wanted(node) -> bool:
-    if isinstance(node, ast.FunctionDef):
-        return node.name in FUNCTIONS
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        target = node.targets[0]
-        names = target.elts if isinstance(target, ast.Tuple) else [target]
-        return all(isinstance(n, ast.Name) and n.id in NAMES for n in names)
-    return False
+_wanted = definitions(FUNCTIONS, NAMES, constants=False)
 
 
 def _load_chapter() -> dict:

@@ -21,14 +21,13 @@ describes.
 
 from __future__ import annotations
 
-import ast
 import math
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_code import run_definitions
+from chapter_code import definitions, run_definitions
 from torch import nn
 
 import attention_lib as al
@@ -51,19 +50,9 @@ SEEDS = range(5)
 OFF_BY_ONE_SEED = 6  # the chapter's example of a peak that settles beside the mirror
 
 
-def _wanted(node) -> bool:
-    """Top-level definitions to take from the chapter: the functions and classes above,
-    constants (upper-case names), the vocabulary and the validation strings."""
-    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-        return node.name in DEFINITIONS
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        target = node.targets[0]
-        names = target.elts if isinstance(target, ast.Tuple) else [target]
-        ids = [n.id for n in names if isinstance(n, ast.Name)]
-        return len(ids) == len(names) and all(
-            i.isupper() or i.startswith("val_") or i in OTHER_NAMES for i in ids
-        )
-    return False
+# the functions and classes above, constants (upper-case names), the vocabulary and the
+# validation strings
+_wanted = definitions(DEFINITIONS, OTHER_NAMES, prefixes=("val_",))
 
 
 def _load_chapter() -> dict:

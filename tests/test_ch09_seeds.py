@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from chapter_code import functions_and_constants, run_definitions
+from chapter_code import definitions, run_definitions
 
 import attention_lib as al
 
@@ -42,7 +42,7 @@ TEST_SET = {"test_tokens", "test_targets", "test_asked"}
 SEEDS = range(5)
 
 
-_wanted = functions_and_constants(FUNCTIONS, TEST_SET)
+_wanted = definitions(FUNCTIONS, TEST_SET)
 
 
 def _load_chapter() -> dict:

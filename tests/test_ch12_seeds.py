@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from chapter_code import functions_and_constants, run_definitions
+from chapter_code import definitions, run_definitions
 from torch import nn
 
 import attention_lib as al
@@ -35,7 +35,7 @@ SEEDS = range(5)
 GQA, MQA, MLA_128, MLA_64 = "GQA", "MQA", "MLA, r = 28", "MLA, r = 12"
 
 
-_wanted = functions_and_constants(FUNCTIONS, TEST_SET)
+_wanted = definitions(FUNCTIONS, TEST_SET)
 
 
 @pytest.fixture(scope="module")
