@@ -79,3 +79,94 @@ def test_the_burners_stop_even_when_the_run_fails(tmp_path, monkeypatch):
     assert code == 3 and results == {"no_such_chapter.ipynb": "FAIL"}
     assert started and all(p.poll() is not None for p in started)
     assert portability._burners == []
+
+
+MISMATCH = (
+    "#x1B[91mNotebook cell execution failed#x1B[0m\n#x1B[94mCell 2: Cell outputs "
+    "differ\n\nInput:\n#x1B[0mprint(secret_source_line)\n\n#x1B[94mTraceback:#x1B[0m\n"
+    "#x1B[94m mismatch 'stdout'#x1B[91m\n\n assert reference_output == test_output "
+    "failed:\n\n  - weights: 0.25\n  + weights: 0.26\n#x1B[0m"
+)
+KERNEL = "RuntimeError: Kernel didn't respond in 60 seconds"
+
+
+def junit_with(path, failures):
+    """A junit file where chapter stem -> failure text, or '' for a passing cell."""
+    xml = "".join(
+        f'<testcase classname="chapters.{stem}.ipynb" name="Cell {i}">'
+        + (f"<failure message='x'>{text}</failure>" if text else "")
+        + "</testcase>"
+        for i, (stem, text) in enumerate(failures)
+    )
+    path.write_text(f"<testsuites><testsuite>{xml}</testsuite></testsuites>")
+
+
+def test_a_failed_cell_is_shown_without_its_source(tmp_path):
+    junit_with(tmp_path / "r.xml", [("01_a", ""), ("01_a", MISMATCH), ("09_b", "")])
+    said = portability.failed_cells(tmp_path / "r.xml", CHAPTERS)
+    assert list(said) == ["01_a.ipynb"] and len(said["01_a.ipynb"]) == 1
+    shown = portability.excerpt(said["01_a.ipynb"][0])
+    assert shown == [  # no colour codes, no source
+        "Cell 1: Notebook cell execution failed",
+        "Cell 2: Cell outputs differ",
+        " mismatch 'stdout'",
+        " assert reference_output == test_output failed:",
+        "  - weights: 0.25",
+        "  + weights: 0.26",
+    ]
+    long = portability.excerpt("\n".join(f"line {i}" for i in range(40)), lines=6)
+    assert long == ["line 0", "line 1", "...", "line 37", "line 38", "line 39"]
+
+
+@pytest.mark.parametrize("second_try", ["pass", "FAIL"])
+def test_only_a_kernel_failure_is_re_run(tmp_path, monkeypatch, second_try):
+    # 01_a: its kernel did not answer; 03_c: an output differs; 09_b passed
+    calls = []
+
+    def fake_run(name, env, busy, serial, chapters, jobs, timeout, log_dir):
+        calls.append((name, serial, list(chapters)))
+        if len(calls) == 1:
+            junit_with(
+                log_dir / f"{name}.xml",
+                [("01_a", KERNEL), ("01_a", KERNEL), ("09_b", ""), ("03_c", MISMATCH)],
+            )
+            states = {"01_a.ipynb": "FAIL", "09_b.ipynb": "pass", "03_c.ipynb": "FAIL"}
+            return states, 10.0, 1, log_dir / f"{name}.log"
+        junit_with(log_dir / f"{name}.xml", [("01_a", "" if second_try == "pass"
+                                                 else MISMATCH)])  # fmt: skip
+        return {"01_a.ipynb": second_try}, 5.0, int(second_try != "pass"), None
+
+    monkeypatch.setattr(portability, "run_config", fake_run)
+    results, seconds, _, _, said, first_try = portability.run_and_settle(
+        "native", {}, False, False, CHAPTERS, 2, 60, tmp_path
+    )
+    # one re-run, alone, of the kernel failure only
+    assert calls[1] == ("native-rerun", True, ["chapters/01_a.ipynb"])
+    assert len(calls) == 2 and seconds == 15.0
+    assert results["03_c.ipynb"] == "FAIL" and results["09_b.ipynb"] == "pass"
+    if second_try == "pass":
+        assert results["01_a.ipynb"] == "pass*"
+        assert list(said) == ["03_c.ipynb"] and list(first_try) == ["01_a.ipynb"]
+        assert KERNEL in first_try["01_a.ipynb"][0]
+    else:  # failed again: a failure, with what the second try said
+        assert results["01_a.ipynb"] == "FAIL" and not first_try
+        assert "outputs differ" in said["01_a.ipynb"][0]
+
+
+def test_no_re_run_when_no_kernel_failed(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(name, env, busy, serial, chapters, jobs, timeout, log_dir):
+        calls.append(name)
+        junit_with(log_dir / f"{name}.xml", [("01_a", MISMATCH), ("09_b", "")])
+        states = {"01_a.ipynb": "FAIL", "09_b.ipynb": "pass", "03_c.ipynb": "FAIL"}
+        return states, 1.0, 1, log_dir / f"{name}.log"
+
+    monkeypatch.setattr(portability, "run_config", fake_run)
+    results, *_, said, first_try = portability.run_and_settle(
+        "busy", {}, True, False, CHAPTERS, 2, 60, tmp_path
+    )
+    assert calls == ["busy"] and not first_try
+    assert results["01_a.ipynb"] == results["03_c.ipynb"] == "FAIL"
+    # a chapter with no result at all (a collection error) says where to look
+    assert said["03_c.ipynb"] == [f"no cell reported a result: see {tmp_path}/busy.log"]

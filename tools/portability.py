@@ -20,7 +20,9 @@ busy          native kernels, 1 thread, while a CPU-burning process runs on ever
 ============  ==============================================================
 
 It prints a table (configuration x chapter: pass / FAIL) and exits non-zero if any
-chapter fails in any configuration. The burners are started by this script and always
+chapter fails in any configuration; then, last (where a CI log's tail shows it), what
+each failed cell said. A chapter failed only by its kernel (KERNEL_TROUBLE: it did not
+start or answer, or died) is re-run once, alone; if it passes then, it is ``pass*``. The burners are started by this script and always
 stopped, also on failure or Ctrl-C.
 
 Usage::
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +76,19 @@ CONFIGS = [
 CONTROLLED = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")
 # The longest chapters first, so that they do not close the run on one worker.
 LONG_FIRST = ("11_", "09_", "12_", "10_")
+
+# What nbval says when the machinery failed, not the chapter: the kernel did not start or
+# answer (two kernels starting at once can be handed the same free port), its output did
+# not arrive within nbval's fixed 5 s after the cell finished (a starved host), or it
+# died. A chapter failed only by these is re-run once, alone, and the table says so; an
+# output that differs, an assert or a cell over its time limit is never re-run.
+KERNEL_TROUBLE = re.compile(
+    r"Kernel died|Kernel didn't respond|Kernel dead on test start|kernel_info"
+    r"|Kernel info reqest timed out|establish IOPub|exceeded waiting for output"
+    r"|Timed out waiting for idle kernel|Address already in use|ZMQError"
+    r"|Failure starting kernel|DeadKernelError"
+)
+ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")
 
 _burners: list[subprocess.Popen] = []
 
@@ -150,6 +166,39 @@ def chapter_results(junit: Path, chapters: list[str]) -> dict[str, str]:
     return {name: (state or "FAIL") for name, state in results.items()}
 
 
+def failed_cells(junit: Path, chapters: list[str]) -> dict[str, list[str]]:
+    """``{chapter: [what pytest said of each failed cell]}`` from the junit XML, for the
+    chapters with a failed cell (a missing chapter has none to show)."""
+    found: dict[str, list[str]] = {}
+    if not junit.exists():
+        return found
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        where = case.get("file") or case.get("classname") or ""
+        name = next((Path(c).name for c in chapters if Path(c).stem in where), None)
+        for child in case:
+            if name and child.tag in ("failure", "error"):
+                said = child.text or child.get("message") or child.tag
+                found.setdefault(name, []).append(f"{case.get('name')}: {said}")
+    return found
+
+
+def excerpt(said: str, lines: int = 12) -> list[str]:
+    """What to print of one failed cell: its name and nbval's verdict, then the end of
+    the message (the differing outputs, or the exception), without the cell's source."""
+    text = ANSI.sub("", said)
+    head, _, rest = text.partition("\nInput:\n")
+    if rest:  # nbval prints the source between "Input:" and "Traceback:"
+        text = head + "\n" + rest.partition("Traceback:")[2]
+    kept = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if len(kept) <= lines:
+        return kept
+    return [*kept[:2], "...", *kept[-(lines - 3) :]]
+
+
+def kernel_trouble_only(messages: list[str]) -> bool:
+    return bool(messages) and all(KERNEL_TROUBLE.search(m) for m in messages)
+
+
 def run_config(name, extra_env, busy, serial, chapters, jobs, timeout, log_dir):
     env = base_environment()
     env.update(extra_env)
@@ -188,6 +237,38 @@ def run_config(name, extra_env, busy, serial, chapters, jobs, timeout, log_dir):
     if code != 0 and all(r == "pass" for r in results.values()):
         results = {c: "FAIL" for c in results}  # pytest failed outside the chapters
     return results, seconds, code, log
+
+
+def run_and_settle(name, extra_env, busy, serial, chapters, jobs, timeout, log_dir):
+    """``run_config``, then the chapters that failed only because their kernel did (see
+    KERNEL_TROUBLE) re-run once, alone; one that passes then is marked ``pass*``.
+    Also returns ``{chapter: failed cells}`` for the chapters that failed, and the first
+    try's failed cells of those that passed when re-run."""
+    results, seconds, code, log = run_config(
+        name, extra_env, busy, serial, chapters, jobs, timeout, log_dir
+    )
+    said = failed_cells(log_dir / f"{name}.xml", chapters)
+    for chapter, state in results.items():
+        if state == "FAIL" and chapter not in said:
+            said[chapter] = [f"no cell reported a result: see {log}"]
+    retry = [c for c in chapters if kernel_trouble_only(said.get(Path(c).name, []))]
+    first_try: dict[str, list[str]] = {}
+    if retry:
+        print(f"[{name}] the kernel failed, not the chapter, in "
+              f"{[Path(c).name for c in retry]}: re-running them once, alone",
+              flush=True)  # fmt: skip
+        again, more, _, _ = run_config(
+            f"{name}-rerun", extra_env, busy, True, retry, 1, timeout, log_dir
+        )
+        seconds += more
+        said_again = failed_cells(log_dir / f"{name}-rerun.xml", retry)
+        for chapter, state in again.items():
+            if state == "pass":
+                results[chapter] = "pass*"
+                first_try[chapter] = said.pop(chapter)
+            else:
+                said[chapter] = said_again.get(chapter, said[chapter])
+    return results, seconds, code, log, said, first_try
 
 
 def main() -> int:
@@ -233,6 +314,8 @@ def main() -> int:
     print(f"native ATen kernels: {native}; {len(chapters)} chapters; configurations: "
           f"{', '.join(names)}", flush=True)  # fmt: skip
     table: dict[str, dict[str, str]] = {}
+    failures: dict[tuple[str, str], list[str]] = {}  # (configuration, chapter) -> cells
+    rescued: dict[tuple[str, str], list[str]] = {}  # passed when re-run: the first try
     notes: dict[str, str] = {}
     total = time.monotonic()
     for name in names:
@@ -244,11 +327,15 @@ def main() -> int:
             print(f"[{name}] {notes[name]}", flush=True)
             continue
         print(f"[{name}] running ...", flush=True)
-        results, seconds, code, log = run_config(
+        results, seconds, code, log, said, first_try = run_and_settle(
             name, env, busy, serial, chapters, args.jobs, args.timeout, log_dir
         )
+        for chapter, messages in said.items():
+            failures[(name, chapter)] = messages
+        for chapter, messages in first_try.items():
+            rescued[(name, chapter)] = messages
         table[name] = results
-        failed = [c for c, r in results.items() if r != "pass"]
+        failed = [c for c, r in results.items() if r == "FAIL"]
         notes[name] = f"{seconds / 60:.1f} min" + (
             f", pytest exit {code}, log {log.relative_to(ROOT)}" if failed else ""
         )
@@ -271,6 +358,14 @@ def main() -> int:
         if not bad
         else f"{len(bad)} failure(s): " + ", ".join(f"{c} [{k}]" for k, c in bad)
     )
+    if rescued:
+        verdict += f" ({len(rescued)} re-run after its kernel failed: pass*)"
+    # Last, where the tail of a CI log shows it: what the failed cells said.
+    for (k, c), messages in [*failures.items(), *rescued.items()]:
+        state = "passed when re-run alone" if (k, c) in rescued else "FAILED"
+        print(f"\n{c} [{k}] {state}; {len(messages)} cell(s) failed:")
+        for message in list(dict.fromkeys(messages))[:2]:
+            print("\n".join("    " + line for line in excerpt(message)))
     print(f"total {(time.monotonic() - total) / 60:.1f} min; {verdict}")
     return 1 if bad else 0
 
