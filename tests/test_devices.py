@@ -31,6 +31,7 @@ import pytest
 import torch
 
 import attention_lib as al
+from random_weights import big_random_weights
 from tolerances import TOL
 
 
@@ -109,18 +110,6 @@ def _same(out, ref, device, tol=F32):
     assert out.device.type == device, f"expected a {device} tensor, got {out.device}"
     assert out.dtype == torch.float32, out.dtype
     torch.testing.assert_close(out.cpu().double(), ref, **tol)
-
-
-def _big_weights(model: torch.nn.Module) -> torch.nn.Module:
-    """O(1) random weights (the default small init gives nearly uniform logits, so
-    greedy choices could hinge on round-off)."""
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.3)
-            else:
-                p.uniform_(0.5, 1.5)
-    return model.eval()
 
 
 # ---- 1. each function and module: float32 on the device == float64 on the CPU --------
@@ -401,7 +390,7 @@ LLAMAS = {
 
 def _llama(**kwargs) -> al.LlamaModel:
     config = dict(num_kv_heads=HKV) | kwargs
-    return _big_weights(
+    return big_random_weights(
         al.LlamaModel(al.LlamaConfig(V, E, 2, H, ffn_hiddens=48, **config))
     )
 
@@ -530,7 +519,7 @@ def _decoders():
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-latent", "latent"])
 def test_decoder_cached_forward(device, name):
-    model = _big_weights(_decoders()[name]()).to(device)
+    model = big_random_weights(_decoders()[name]()).to(device)
     tokens = torch.randint(0, V, (B, sum(CHUNKS)), device=device)
     cache_type = al.LatentCache if name == "latent" else al.KVCache
     with torch.no_grad():
@@ -561,7 +550,7 @@ def _model(name):
     base = name.removesuffix("-no-cache").removesuffix("-absorb")
     if base in LLAMAS:
         return _llama(**LLAMAS[base])
-    return _big_weights(_decoders()[base]())
+    return big_random_weights(_decoders()[base]())
 
 
 GENERATE_CASES = [(device, name) for device in DEVICES for name in GENERATORS]

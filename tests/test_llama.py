@@ -9,6 +9,7 @@ import torch
 
 import attention_lib as al
 from attention_lib.llama import LlamaModel, WindowKVCache, visible_keys
+from random_weights import big_random_weights
 
 transformers = pytest.importorskip("transformers")
 
@@ -42,13 +43,7 @@ def _hf_pair(kind="llama", dtype=torch.float32, tie=False, **kw):
         **kw,
     )
     cfg._attn_implementation = "sdpa"
-    hf = cls(cfg).to(dtype).eval()
-    with torch.no_grad():
-        for p in hf.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.3)
-            else:
-                p.uniform_(0.5, 1.5)
+    hf = big_random_weights(cls(cfg).to(dtype))
     ours = LlamaModel(LlamaModel.config_from_hf(cfg)).to(dtype).eval()
     ours.load_hf_state_dict(hf.state_dict())
     return hf, ours
