@@ -153,6 +153,17 @@ def test_only_a_kernel_failure_is_re_run(tmp_path, monkeypatch, second_try):
         assert "outputs differ" in said["01_a.ipynb"][0]
 
 
+def test_what_counts_as_the_kernel_failing():
+    assert portability.kernel_trouble_only(
+        [KERNEL, "Cell 3: Kernel dead on test start"]
+    )
+    assert not portability.kernel_trouble_only([])
+    assert not portability.kernel_trouble_only([KERNEL, MISMATCH])
+    # a chapter's own exception or output that mentions a kernel is the chapter's
+    raised = "Cell execution caused an exception\nRuntimeError: Kernel died (simulated)"
+    assert not portability.kernel_trouble_only([raised])
+
+
 def test_no_re_run_when_no_kernel_failed(tmp_path, monkeypatch):
     calls = []
 

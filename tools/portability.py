@@ -195,8 +195,15 @@ def excerpt(said: str, lines: int = 12) -> list[str]:
     return [*kept[:2], "...", *kept[-(lines - 3) :]]
 
 
+# nbval's words for a chapter's own failure: never the machinery's, whatever else the
+# message holds (an output or a traceback may mention a kernel).
+CHAPTER_FAILURE = re.compile(r"Cell outputs differ|Cell execution caused an exception")
+
+
 def kernel_trouble_only(messages: list[str]) -> bool:
-    return bool(messages) and all(KERNEL_TROUBLE.search(m) for m in messages)
+    return bool(messages) and all(
+        KERNEL_TROUBLE.search(m) and not CHAPTER_FAILURE.search(m) for m in messages
+    )
 
 
 def run_config(name, extra_env, busy, serial, chapters, jobs, timeout, log_dir):
