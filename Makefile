@@ -58,8 +58,11 @@ test: book browser-deps
 
 # The checks that take minutes each, run by CI after `make test`: the >= 5-seed sweeps behind chapters 2, 4
 # and 9's claims about trained models (tests/test_ch0*_seeds.py), and a learner's and Colab's fresh virtual
-# environments installed from the pins (tests/integration/test_learner.py, test_colab.py). About 3 min.
-long-tests: $(STAMP)
+# environments installed from the pins (tests/integration/test_learner.py, test_colab.py), and the rest of
+# the slow-marked checks (README). About 8 min.
+# Some of them (the Chinese pages on a phone) read the built site: built here if make test has not.
+long-tests: $(STAMP) browser-deps
+	@test -f _build/html/index.html || $(MAKE) book
 	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope tests -m slow
 
 unit: $(STAMP)

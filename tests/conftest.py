@@ -23,7 +23,7 @@ def _seed():
 # (measured in make test, seconds of one worker): then the short ones fill both workers.
 LONGEST_FIRST = [
     "tests/integration/test_site_pages.py",  # 250: every page at 1280 px, dark, 390 px
-    "tests/integration/test_site_zh.py",  # 95: every Chinese page at 390 px
+    "tests/integration/test_site_zh.py",  # 30: two Chinese pages at 390 px, the switch
     "tests/integration/test_site.py",  # 90
     "chapters/09_watch_attention_learn.ipynb",  # 65: three small models trained
     "tests/integration/test_jupyterlab.py",  # 65: JupyterLab over every chapter

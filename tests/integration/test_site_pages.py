@@ -155,8 +155,9 @@ def other_pages() -> list[str]:
 
 
 def test_every_other_page_fits_a_phone(browser, site_url):
-    """Together with test_page and test_site_zh's test_chinese_page, every page of both
-    editions is measured at 390 px."""
+    """Together with test_page and test_site_zh's test_chinese_page (two Chinese pages in
+    make test, the others in make long-tests), every page of both editions is measured
+    at 390 px."""
     docs = other_pages()
     assert any(d.endswith("genindex") for d in docs), docs
     context, page, problems = visit(browser, f"{site_url}/{docs[0]}.html", width=PHONE)
