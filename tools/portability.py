@@ -88,6 +88,9 @@ KERNEL_TROUBLE = re.compile(
     r"|Timed out waiting for idle kernel|Address already in use|ZMQError"
     r"|Failure starting kernel|DeadKernelError"
 )
+# nbval's words for a chapter's own failure: never the machinery's, whatever else the
+# message holds (an output or a traceback may mention a kernel).
+CHAPTER_FAILURE = re.compile(r"Cell outputs differ|Cell execution caused an exception")
 ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")
 
 _burners: list[subprocess.Popen] = []
@@ -148,21 +151,30 @@ def order(chapters: list[str]) -> list[str]:
     return sorted(chapters, key=rank)
 
 
+def cases(junit: Path, chapters: list[str]):
+    """``(chapter, cell, [what pytest said of its failure or error])`` for each test case
+    of pytest's junit XML that belongs to one of ``chapters`` (none if there is no file)."""
+    if not junit.exists():
+        return
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        where = case.get("file") or case.get("classname") or ""
+        name = next((Path(c).name for c in chapters if Path(c).stem in where), None)
+        if name is not None:
+            said = [
+                child.text or child.get("message") or child.tag
+                for child in case
+                if child.tag in ("failure", "error")
+            ]
+            yield name, case.get("name"), said
+
+
 def chapter_results(junit: Path, chapters: list[str]) -> dict[str, str]:
     """``{chapter: 'pass' | 'FAIL'}`` from pytest's junit XML (a chapter with no
     test case reported -- a collection error, say -- counts as failed)."""
     results = {Path(c).name: None for c in chapters}
-    if junit.exists():
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            where = case.get("file") or case.get("classname") or ""
-            name = next((c for c in results if Path(c).stem in where), None)
-            if name is None:
-                continue
-            failed = any(child.tag in ("failure", "error") for child in case)
-            if failed or results[name] is None:
-                results[name] = "FAIL" if failed else "pass"
-            elif results[name] != "FAIL":
-                results[name] = "pass"
+    for name, _, said in cases(junit, chapters):
+        if said or results[name] is None:
+            results[name] = "FAIL" if said else "pass"
     return {name: (state or "FAIL") for name, state in results.items()}
 
 
@@ -170,15 +182,9 @@ def failed_cells(junit: Path, chapters: list[str]) -> dict[str, list[str]]:
     """``{chapter: [what pytest said of each failed cell]}`` from the junit XML, for the
     chapters with a failed cell (a missing chapter has none to show)."""
     found: dict[str, list[str]] = {}
-    if not junit.exists():
-        return found
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        where = case.get("file") or case.get("classname") or ""
-        name = next((Path(c).name for c in chapters if Path(c).stem in where), None)
-        for child in case:
-            if name and child.tag in ("failure", "error"):
-                said = child.text or child.get("message") or child.tag
-                found.setdefault(name, []).append(f"{case.get('name')}: {said}")
+    for name, cell, said in cases(junit, chapters):
+        if said:
+            found.setdefault(name, []).extend(f"{cell}: {message}" for message in said)
     return found
 
 
@@ -193,11 +199,6 @@ def excerpt(said: str, lines: int = 12) -> list[str]:
     if len(kept) <= lines:
         return kept
     return [*kept[:2], "...", *kept[-(lines - 3) :]]
-
-
-# nbval's words for a chapter's own failure: never the machinery's, whatever else the
-# message holds (an output or a traceback may mention a kernel).
-CHAPTER_FAILURE = re.compile(r"Cell outputs differ|Cell execution caused an exception")
 
 
 def kernel_trouble_only(messages: list[str]) -> bool:
