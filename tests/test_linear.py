@@ -1,0 +1,476 @@
+"""attention_lib.linear: linear attention, its decoding state and the delta rule.
+
+Oracles the course does not write:
+
+* flash-linear-attention's pure-PyTorch references (the ``fla-core`` wheel,
+  ``fla/ops/*/naive.py``; MIT licence). Its package imports triton, which a CPU machine
+  lacks, so each reference file is loaded by its path. The chunked linear-attention
+  and Based references and the chunkwise delta rule compute in the inputs' dtype
+  (compared in float64); the recurrent ones cast to float32 (compared at float32's
+  tolerance).
+* performer-pytorch's ``softmax_kernel`` (FAVOR+ features) for ``RandomFeatureMap``.
+* ``torch.nn.functional.scaled_dot_product_attention`` and :func:`nadaraya_watson` for
+  "softmax attention is Nadaraya-Watson with an exponential kernel".
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attention_lib as al
+
+FEATURE_MAPS = {
+    "elu": al.elu_feature_map,
+    "taylor": al.taylor_feature_map,
+    "random": al.RandomFeatureMap(
+        5, 32, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    ),
+}
+
+
+def fla_reference(module: str):
+    """``fla/ops/<module>/naive.py`` of the installed fla-core wheel, loaded by path."""
+    path = importlib.metadata.distribution("fla-core").locate_file(
+        f"fla/ops/{module}/naive.py"
+    )
+    spec = importlib.util.spec_from_file_location(f"fla_naive_{module}", path)
+    reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    return reference
+
+
+def qkv(*lead, T=37, D=5, Dv=4, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(*lead, T, D, generator=g, dtype=dtype)
+    k = torch.randn(*lead, T, D, generator=g, dtype=dtype)
+    v = torch.randn(*lead, T, Dv, generator=g, dtype=dtype)
+    return q, k, v
+
+
+def brute_force(q, k, v, phi, normalize=True, eps=0.0):
+    """The definition, one query and one key at a time (float64)."""
+    phi_q, phi_k = phi(q), phi(k)
+    out = torch.zeros(*v.shape[:-1], v.shape[-1], dtype=v.dtype)
+    for t in range(q.shape[-2]):
+        w = (phi_q[..., t : t + 1, :] * phi_k[..., : t + 1, :]).sum(-1)  # (..., t+1)
+        num = (w.unsqueeze(-1) * v[..., : t + 1, :]).sum(-2)
+        out[..., t, :] = num / (w.sum(-1, keepdim=True) + eps) if normalize else num
+    return out
+
+
+# -- the three forms ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FEATURE_MAPS)
+@pytest.mark.parametrize("chunk_size", [1, 7, 16, 37, 64])
+def test_three_forms_agree_in_float64(name, chunk_size):
+    phi = FEATURE_MAPS[name]
+    q, k, v = qkv(2, 3)
+    quadratic = al.linear_attention(q, k, v, phi)
+    recurrent = al.linear_attention(q, k, v, phi, form="recurrent")
+    chunked = al.linear_attention(q, k, v, phi, form="chunked", chunk_size=chunk_size)
+    truth = brute_force(q, k, v, phi)
+    for out in (quadratic, recurrent, chunked):
+        assert out.shape == (2, 3, 37, 4)
+        assert (out - truth).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("form", al.linear.FORMS)
+def test_unnormalised_and_eps(form):
+    q, k, v = qkv(2, T=20)
+    phi = al.elu_feature_map
+    for normalize, eps in ((False, 0.0), (True, 0.5)):
+        out = al.linear_attention(
+            q, k, v, phi, form=form, chunk_size=6, normalize=normalize, eps=eps
+        )
+        assert (out - brute_force(q, k, v, phi, normalize, eps)).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("form", al.linear.FORMS)
+def test_valid_lens_ignore_the_padding(form):
+    q, k, v = qkv(3, 2, T=12)
+    lens = torch.tensor([12, 5, 0])
+    out = al.linear_attention(q, k, v, form=form, chunk_size=4, valid_lens=lens)
+    for b, n in enumerate(lens.tolist()):
+        if n:
+            alone = al.linear_attention(q[b, :, :n], k[b, :, :n], v[b, :, :n])
+            assert (out[b, :, :n] - alone).abs().max() <= 1e-12
+            # after the padding starts, every query reads the keys before it only
+            phi_q = al.elu_feature_map(q[b, :, n:])
+            phi_k = al.elu_feature_map(k[b, :, :n])
+            w = phi_q @ phi_k.transpose(-1, -2)  # (H, T - n, n)
+            expected = (w @ v[b, :, :n]) / w.sum(-1, keepdim=True)
+            assert torch.allclose(out[b, :, n:], expected, rtol=0, atol=1e-12)
+        else:
+            assert (out[b] == 0).all()  # nothing to read: zeros, not NaN
+
+
+def test_attention_weights_are_a_kernel_smoother():
+    """With normalize=True every output is a convex combination of values seen so far:
+    with values all equal to 1 it is exactly 1."""
+    q, k, _ = qkv(2, T=25)
+    ones = torch.ones(2, 25, 3, dtype=torch.float64)
+    for phi in FEATURE_MAPS.values():
+        out = al.linear_attention(q, k, ones, phi, form="chunked", chunk_size=8)
+        assert (out - 1).abs().max() <= 1e-12
+
+
+# -- oracles --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_matches_fla_naive_chunk_linear_attn_float64(normalize):
+    fla = fla_reference("linear_attn")
+    q, k, v = qkv(2, 3, T=128, D=8, Dv=6, seed=1)
+    phi_q, phi_k = al.elu_feature_map(q), al.elu_feature_map(k)
+    # fla's layout is (B, T, H, D), and its normaliser has + 1e-10
+    theirs = fla.naive_chunk_linear_attn(
+        phi_q.transpose(1, 2),
+        phi_k.transpose(1, 2),
+        v.transpose(1, 2),
+        scale=1.0,
+        normalize=normalize,
+    ).transpose(1, 2)
+    ours = al.linear_attention(
+        phi_q,
+        phi_k,
+        v,
+        None,
+        form="chunked",
+        chunk_size=48,
+        normalize=normalize,
+        eps=1e-10 if normalize else 0.0,
+    )
+    assert theirs.dtype == torch.float64
+    assert (ours - theirs).abs().max() <= 1e-12
+
+
+def test_matches_fla_naive_recurrent_linear_attn_float32():
+    fla = fla_reference("linear_attn")
+    q, k, v = qkv(2, 3, T=40, D=8, Dv=6, seed=2)
+    phi_q, phi_k = al.elu_feature_map(q), al.elu_feature_map(k)
+    theirs, state = fla.naive_recurrent_linear_attn(
+        phi_q.transpose(1, 2),
+        phi_k.transpose(1, 2),
+        v.transpose(1, 2),
+        scale=1.0,
+        output_final_state=True,
+    )
+    ours = al.LinearAttentionState(None, normalize=False)
+    out = ours.step(phi_q, phi_k, v)
+    # fla computes in float32 and returns the inputs' dtype
+    torch.testing.assert_close(out, theirs.transpose(1, 2), rtol=1e-5, atol=1e-5)
+    # fla stores S as (D, Dv); ours is (Dv, F), the transpose
+    torch.testing.assert_close(ours.S.transpose(-1, -2).float(), state)
+
+
+def test_taylor_features_match_fla_based_float64():
+    fla = fla_reference("based")
+    q, k, v = qkv(2, 3, T=50, D=6, Dv=5, seed=3)
+    theirs = fla.naive_parallel_based(
+        q, k, v, use_norm=True
+    )  # + 1e-6 in the normaliser
+    for form in al.linear.FORMS:
+        ours = al.linear_attention(
+            q, k, v, al.taylor_feature_map, form=form, chunk_size=9, eps=1e-6
+        )
+        assert (ours - theirs).abs().max() <= 1e-12
+
+
+def test_taylor_kernel_is_the_series_of_exp():
+    q, k, _ = qkv(3, T=10, D=7)
+    s = q @ k.transpose(-1, -2) / math.sqrt(7)
+    features = al.taylor_feature_map(q) @ al.taylor_feature_map(k).transpose(-1, -2)
+    assert al.taylor_feature_map(q).shape[-1] == 1 + 7 + 49
+    assert (features - (1 + s + s**2 / 2)).abs().max() <= 1e-12
+
+
+def test_softmax_attention_is_nadaraya_watson_with_an_exponential_kernel():
+    """exp(q.k / sqrt(D)) = exp(-|q' - k'|^2 / 2) exp(|q'|^2 / 2) exp(|k'|^2 / 2) with
+    x' = x / D**0.25: with keys of equal norm the key factor is common to all keys,
+    so softmax attention (SDPA) is Nadaraya-Watson with a Gaussian kernel of
+    bandwidth 1."""
+    g = torch.Generator().manual_seed(4)
+    D = 6
+    q = torch.randn(9, D, generator=g, dtype=torch.float64)
+    k = F.normalize(torch.randn(15, D, generator=g, dtype=torch.float64), dim=-1) * 1.7
+    v = torch.randn(15, 3, generator=g, dtype=torch.float64)
+    softmax = F.scaled_dot_product_attention(q[None], k[None], v[None])[0]
+    nw, _ = al.nadaraya_watson(k / D**0.25, v, q / D**0.25, al.gaussian, 1.0)
+    assert (softmax - nw).abs().max() <= 1e-12
+
+
+# -- random features ------------------------------------------------------------------
+
+
+def test_random_features_match_performer_softmax_kernel():
+    """Our FAVOR+ features and performer-pytorch's, with the same projection, give the
+    same causal attention (performer's features differ by constant factors -- its
+    overflow guards -- that the normaliser cancels)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its imports warn about deprecated torch APIs
+        from performer_pytorch.performer_pytorch import softmax_kernel
+    D, m = 8, 64
+    features = al.RandomFeatureMap(
+        D,
+        m,
+        orthogonal=True,
+        generator=torch.Generator().manual_seed(5),
+        dtype=torch.float64,
+    )
+    q, k, v = qkv(2, 3, T=30, D=D, Dv=4, seed=5)
+    scale = D**-0.25
+    ours = al.linear_attention(q * scale, k * scale, v, features)
+    pq = softmax_kernel(q, projection_matrix=features.omega, is_query=True, eps=0.0)
+    pk = softmax_kernel(k, projection_matrix=features.omega, is_query=False, eps=0.0)
+    theirs = al.linear_attention(pq, pk, v, None)
+    assert (ours - theirs).abs().max() <= 1e-12
+
+
+def test_random_features_are_unbiased_and_converge_as_one_over_sqrt_m():
+    g = torch.Generator().manual_seed(6)
+    D = 8
+    q = torch.randn(64, D, generator=g, dtype=torch.float64) / math.sqrt(D)
+    k = torch.randn(64, D, generator=g, dtype=torch.float64) / math.sqrt(D)
+    exact = torch.exp((q * k).sum(-1))  # (64,)
+    rmse = {}
+    for m in (64, 1024):
+        estimates = torch.stack(
+            [
+                (phi(q) * phi(k)).sum(-1)
+                for phi in (
+                    al.RandomFeatureMap(D, m, generator=g, dtype=torch.float64)
+                    for _ in range(40)
+                )
+            ]
+        )  # (draws, pairs)
+        relative = estimates / exact - 1
+        draw_means = relative.mean(1)  # one number per draw of W
+        bias, se = draw_means.mean(), draw_means.std() / math.sqrt(len(draw_means))
+        assert abs(bias) < 4 * se  # unbiased: the mean error within 4 standard errors
+        rmse[m] = relative.pow(2).mean().sqrt()
+    # 16x the features: the error shrinks about 4x (1/sqrt(m)); with 40 draws the ratio
+    # ranged 2.7-5.0 over seeds 0-7 of this test
+    assert 2.5 < rmse[64] / rmse[1024] < 6.0
+
+
+def test_orthogonal_features_have_orthogonal_rows_in_each_block():
+    features = al.RandomFeatureMap(
+        4, 10, orthogonal=True, generator=torch.Generator().manual_seed(0)
+    )
+    omega = features.omega.double()
+    assert omega.shape == (10, 4)
+    for block in (omega[:4], omega[4:8], omega[8:]):
+        directions = F.normalize(block, dim=-1)
+        gram = directions @ directions.T
+        assert (gram - torch.eye(len(block), dtype=gram.dtype)).abs().max() < 1e-6
+
+
+# -- the decoding state ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FEATURE_MAPS)
+def test_state_decodes_token_by_token_like_the_full_pass(name):
+    phi = FEATURE_MAPS[name]
+    q, k, v = qkv(2, 3, T=20)
+    full = al.linear_attention(q, k, v, phi)
+    state = al.LinearAttentionState(phi)
+    prefill = state.step(q[..., :7, :], k[..., :7, :], v[..., :7, :])
+    sizes = {state.nbytes}
+    steps = [prefill]
+    for t in range(7, 20):
+        steps.append(
+            state.step(q[..., t : t + 1, :], k[..., t : t + 1, :], v[..., t : t + 1, :])
+        )
+        sizes.add(state.nbytes)
+    assert (torch.cat(steps, dim=-2) - full).abs().max() <= 1e-12
+    assert len(state) == 20
+    F_ = phi(q).shape[-1]
+    assert sizes == {2 * 3 * (4 * F_ + F_) * 8}  # constant: S and z, float64
+    assert state.nbytes == al.linear_state_bytes(
+        1, 3, F_, 4, batch_size=2, bytes_per_element=8
+    )
+
+
+def test_state_refuses_a_mismatch_and_keeps_itself():
+    q, k, v = qkv(2, 3, T=4)
+    state = al.LinearAttentionState()
+    state.step(q, k, v)
+    S, z, n = state.S.clone(), state.z.clone(), len(state)
+    bad_calls = [
+        lambda: state.step(q.float(), k.float(), v.float()),  # dtype
+        lambda: state.step(q[:1], k[:1], v[:1]),  # batch
+        lambda: state.step(q, k, v[..., :2]),  # Dv
+        lambda: state.step(q, k[..., :3, :], v),  # T of keys
+        lambda: state.step(q, k, v, beta=0.5),  # beta is the delta rule's
+        lambda: state.step(q, k, v, decay=1.5),  # decay outside [0, 1]
+        lambda: state.step(q, k, v, decay=torch.ones(5)),  # not broadcastable
+    ]
+    for call in bad_calls:
+        with pytest.raises(ValueError):
+            call()
+        assert torch.equal(state.S, S) and torch.equal(state.z, z) and len(state) == n
+
+
+def test_delta_rule_matches_fla_chunkwise_float64_and_recurrent_float32():
+    fla = fla_reference("delta_rule")
+    q, k, v = qkv(2, 3, T=64, D=8, Dv=6, seed=7)
+    k = F.normalize(k, dim=-1)  # DeltaNet's L2-normalised keys
+    beta = torch.rand(
+        2, 3, 64, generator=torch.Generator().manual_seed(7), dtype=torch.float64
+    )
+    scale = 8**-0.5  # fla scales the queries by D**-0.5
+    ours, S = al.delta_rule(q * scale, k, v, beta)
+    theirs, S_theirs = fla.delta_rule_chunkwise(q, k, v, beta, chunk_size=16)
+    assert theirs.dtype == torch.float64
+    assert (ours - theirs).abs().max() <= 1e-12
+    assert (S.transpose(-1, -2) - S_theirs).abs().max() <= 1e-12
+    theirs32, _ = fla.delta_rule_recurrence(
+        q.float(), k.float(), v.float(), beta.float()
+    )
+    torch.testing.assert_close(ours.float(), theirs32, rtol=1e-4, atol=1e-5)
+
+
+def test_gated_delta_rule_matches_fla_float32():
+    fla = fla_reference("gated_delta_rule")
+    q, k, v = qkv(2, 3, T=30, D=8, Dv=6, seed=8)
+    k = F.normalize(k, dim=-1)
+    g = torch.Generator().manual_seed(8)
+    beta = torch.rand(2, 3, 30, generator=g, dtype=torch.float64)
+    decay = 0.8 + 0.2 * torch.rand(2, 3, 30, generator=g, dtype=torch.float64)
+    ours, S = al.delta_rule(q * 8**-0.5, k, v, beta, decay=decay)
+    # fla's layout is (B, T, H, D) and its gate is g = log(decay)
+    theirs, S_theirs = fla.naive_recurrent_gated_delta_rule(
+        *(x.transpose(1, 2).float() for x in (q, k, v, beta, decay.log())),
+        output_final_state=True,
+    )
+    torch.testing.assert_close(
+        ours.float(), theirs.transpose(1, 2), rtol=1e-4, atol=1e-5
+    )
+    torch.testing.assert_close(
+        S.transpose(-1, -2).float(), S_theirs, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_delta_rule_overwrites_where_the_additive_rule_accumulates():
+    """Orthonormal keys, each written twice with two different values: the delta rule
+    (beta = 1) returns the second value, the additive rule the sum of both."""
+    D = 6
+    keys = torch.eye(D, dtype=torch.float64)[None]  # (1, D, D): D orthonormal keys
+    first, second = torch.randn(2, 1, D, 3, dtype=torch.float64).unbind(0)
+    sequence_k = torch.cat([keys, keys], dim=-2)
+    sequence_v = torch.cat([first, second], dim=-2)
+    delta = al.LinearAttentionState(None, rule="delta")
+    delta.step(sequence_k, sequence_k, sequence_v, beta=1.0)
+    additive = al.LinearAttentionState(None, normalize=False)
+    additive.step(sequence_k, sequence_k, sequence_v)
+    read = lambda S: (S @ keys.transpose(-1, -2)).transpose(-1, -2)  # (1, D, Dv)
+    assert (read(delta.S) - second).abs().max() <= 1e-12
+    assert (read(additive.S) - (first + second)).abs().max() <= 1e-12
+
+
+def test_decay_forgets_geometrically():
+    keys = torch.eye(3, dtype=torch.float64)[None]
+    values = torch.ones(1, 3, 2, dtype=torch.float64)
+    state = al.LinearAttentionState(None, rule="delta")
+    state.step(keys, keys, values, beta=1.0, decay=0.5)
+    read = (state.S @ keys.transpose(-1, -2)).transpose(-1, -2)[0, :, 0]
+    # key 0 was decayed twice after its write, key 1 once, key 2 not at all
+    assert torch.allclose(read, torch.tensor([0.25, 0.5, 1.0], dtype=torch.float64))
+
+
+def test_delta_rule_in_two_calls_equals_one():
+    q, k, v = qkv(2, T=16, seed=9)
+    k = F.normalize(k, dim=-1)
+    whole, S = al.delta_rule(q, k, v, 0.7, decay=0.9)
+    first, S1 = al.delta_rule(q[:, :9], k[:, :9], v[:, :9], 0.7, decay=0.9)
+    second, S2 = al.delta_rule(
+        q[:, 9:], k[:, 9:], v[:, 9:], 0.7, decay=0.9, initial_state=S1
+    )
+    assert (torch.cat([first, second], -2) - whole).abs().max() <= 1e-12
+    assert (S2 - S).abs().max() <= 1e-12
+
+
+def test_capacity_of_the_additive_state():
+    """N random unit keys stored in a D-feature state: exact recall with N <= D
+    orthonormal keys, crosstalk beyond; the error grows with N."""
+    D, Dv = 16, 8
+    g = torch.Generator().manual_seed(10)
+    errors = {}
+    for N in (8, 16, 64):
+        if N <= D:
+            keys = torch.linalg.qr(torch.randn(D, D, generator=g, dtype=torch.float64))[
+                0
+            ].T[:N]
+        else:
+            keys = F.normalize(
+                torch.randn(N, D, generator=g, dtype=torch.float64), dim=-1
+            )
+        values = torch.randn(N, Dv, generator=g, dtype=torch.float64)
+        state = al.LinearAttentionState(None, normalize=False)
+        state.step(keys, keys, values)
+        recalled = keys @ state.S.T  # (N, Dv)
+        errors[N] = (recalled - values).norm() / values.norm()
+    assert errors[8] < 1e-12 and errors[16] < 1e-12
+    assert errors[64] > 0.5
+
+
+# -- bytes and bad input --------------------------------------------------------------
+
+
+def test_linear_state_bytes():
+    assert al.linear_state_bytes(1, 8, 8, 8, bytes_per_element=4) == 8 * (64 + 8) * 4
+    assert al.linear_state_bytes(2, 4, 10, 3, batch_size=5, normalizer=False) == (
+        2 * 4 * 30 * 5 * 2
+    )
+    for bad in (dict(num_layers=-1), dict(feature_dim=2.0), dict(num_heads=True)):
+        args = dict(num_layers=1, num_heads=1, feature_dim=1, value_dim=1) | bad
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            al.linear_state_bytes(**args)
+
+
+def test_bad_input_is_refused_with_a_clear_message():
+    q, k, v = qkv(2, T=6)
+    cases = [
+        (dict(form="parallel"), "form"),
+        (dict(form="chunked", chunk_size=0), "chunk_size"),
+        (dict(eps=-1.0), "eps"),
+        (dict(valid_lens=torch.tensor([7, 1])), "valid_lens"),
+        (dict(valid_lens=torch.tensor([1, 2, 3])), "valid_lens"),
+    ]
+    for kwargs, word in cases:
+        with pytest.raises(ValueError, match=word):
+            al.linear_attention(q, k, v, **kwargs)
+    with pytest.raises(ValueError, match="queries and keys"):
+        al.linear_attention(q, k[:, :5], v)
+    with pytest.raises(ValueError, match="values"):
+        al.linear_attention(q, k, v[:, :5])
+    with pytest.raises(ValueError, match="dtype"):
+        al.linear_attention(q, k, v.float())
+    with pytest.raises(ValueError, match="width D=5"):
+        FEATURE_MAPS["random"](torch.zeros(3, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="delta rule keeps no normaliser"):
+        al.LinearAttentionState(rule="delta", normalize=True)
+    with pytest.raises(ValueError, match="needs beta"):
+        al.LinearAttentionState(None, rule="delta").step(q, k, v)
+    with pytest.raises(ValueError, match="rule"):
+        al.LinearAttentionState(rule="hebbian")
+
+
+def test_inputs_are_not_changed():
+    q, k, v = qkv(2, T=8)
+    copies = [t.clone() for t in (q, k, v)]
+    for form in al.linear.FORMS:
+        al.linear_attention(
+            q, k, v, form=form, chunk_size=3, valid_lens=torch.tensor([8, 3])
+        )
+    al.delta_rule(q, k, v, 0.5, decay=0.9)
+    for t, c in zip((q, k, v), copies):
+        assert torch.equal(t, c)
