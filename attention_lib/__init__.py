@@ -20,6 +20,15 @@ from .kernels import (
     nadaraya_watson,
     triangular,
 )
+from .linear import (
+    LinearAttentionState,
+    RandomFeatureMap,
+    delta_rule,
+    elu_feature_map,
+    linear_attention,
+    linear_state_bytes,
+    taylor_feature_map,
+)
 from .llama import (
     LlamaBlock,
     LlamaConfig,
@@ -155,6 +164,14 @@ __all__ = [
     "LatentDecoder",
     "TinyLatentDecoder",
     "from_hf_deepseek",
+    # linear attention and the delta rule (chapter 13)
+    "elu_feature_map",
+    "taylor_feature_map",
+    "RandomFeatureMap",
+    "linear_attention",
+    "LinearAttentionState",
+    "delta_rule",
+    "linear_state_bytes",
     # toy tasks (chapters 9 and 12); al.MQAR_IGNORE, the ignored target, is a constant
     "mqar_vocab_size",
     "mqar_batch",
