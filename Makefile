@@ -162,6 +162,7 @@ bench: $(STAMP)
 	$(PY) bench/bench_tiled.py
 	$(PY) bench/bench_smollm2.py
 	$(PY) bench/bench_decode_packed.py
+	$(PY) bench/bench_linear_decode.py
 
 clean:
 	rm -rf _build
