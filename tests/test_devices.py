@@ -588,3 +588,38 @@ def test_kv_cache_refuses_another_device(device, cache_type):
         cache.update(stranger, stranger)
     assert len(cache) == 3 and cache.keys.device.type == device  # unchanged
     torch.testing.assert_close(cache.keys, keys)
+
+
+# ---- linear attention (chapter 13) ------------------------------------------------------
+
+
+def test_linear_attention_and_its_state(device):
+    """The three forms, valid_lens, the three feature maps, the decoding state and the
+    (gated) delta rule: float32 on the device == float64 on the CPU; the state's
+    tensors live on the device."""
+    q, k, v = torch.randn(B, 3, 9, 4), torch.randn(B, 3, 9, 4), torch.randn(B, 3, 9, 5)
+    dev, ref = _inputs(q, k, v, device=device)
+    features = al.RandomFeatureMap(4, 16, generator=torch.Generator().manual_seed(0))
+    maps = [
+        (al.elu_feature_map, al.elu_feature_map),
+        (al.taylor_feature_map, al.taylor_feature_map),
+        (features.to(device), copy.deepcopy(features).double()),
+    ]
+    lens = torch.tensor([9, 4])
+    for phi_dev, phi_ref in maps:
+        for form in ("quadratic", "recurrent", "chunked"):
+            out = al.linear_attention(
+                *dev, phi_dev, form=form, chunk_size=4, valid_lens=lens.to(device)
+            )
+            expected = al.linear_attention(*ref, phi_ref, valid_lens=lens)
+            _same(out, expected, device, MODEL)
+    state = al.LinearAttentionState()
+    steps = [state.step(*(t[..., :5, :] for t in dev))]
+    steps += [state.step(*(t[..., i : i + 1, :] for t in dev)) for i in range(5, 9)]
+    assert state.S.device.type == device and state.z.device.type == device
+    _same(torch.cat(steps, -2), al.linear_attention(*ref), device, MODEL)
+    unit_k = [torch.nn.functional.normalize(t, dim=-1) for t in (dev[1], ref[1])]
+    out, S = al.delta_rule(dev[0], unit_k[0], dev[2], 0.6, decay=0.9)
+    out_ref, S_ref = al.delta_rule(ref[0], unit_k[1], ref[2], 0.6, decay=0.9)
+    _same(out, out_ref, device, MODEL)
+    _same(S, S_ref, device, MODEL)
