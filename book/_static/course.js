@@ -185,13 +185,23 @@
   }
 
   // 4. Both editions keep the English section ids, so the other edition's page has the same #anchor: the
-  //    section the reader is in (the last one whose heading is above the top of the window, also after
-  //    plain scrolling), else the URL's own anchor.
+  //    section the reader is in (the last one whose heading has reached the top of the reading area, also
+  //    after plain scrolling), else the URL's own anchor. The reading area starts under the sticky top bar
+  //    (.bd-header-article, 64 px with its margin): a heading just under it, where a link to its section
+  //    puts it (scroll-padding-top), or hidden behind it, is the reader's section.
+  function readingTop() {
+    var bar = document.querySelector(".bd-header-article");
+    var barBottom = bar ? Math.max(bar.getBoundingClientRect().bottom, 0) : 0;
+    var padding = parseFloat(getComputedStyle(document.documentElement).scrollPaddingTop) || 0;
+    return Math.max(barBottom, padding);
+  }
+
   function currentSection() {
     var here = null;
+    var top = readingTop() + 2 * parseFloat(getComputedStyle(document.documentElement).fontSize || "16");
     document.querySelectorAll(".bd-article section[id]").forEach(function (section) {
       var heading = section.querySelector("h1, h2, h3, h4, h5, h6");
-      if (heading && heading.getBoundingClientRect().top < 1) here = section.id;
+      if (heading && heading.getBoundingClientRect().top < top) here = section.id;
     });
     return here;
   }
@@ -224,22 +234,64 @@
     });
   }
 
-  // 6. Search results: a snippet is the page's text, in which a formula is still its TeX source
-  //    ("\\(H_{kv} = H\\)"); show it as plain letters instead (H_kv = H).
-  function plainSnippets() {
+  // 6. Search results: a snippet is the page's text around the word searched for. Sphinx's own
+  //    (searchtools.js) takes the text of [role="main"], which in this theme starts with the header bar
+  //    ("中文 / English") and the print-only contents of the page ("Contents 10.1 The online softmax ..."),
+  //    and looks for the stemmed word ("rotari" for "rotary"), which the text does not contain: it then showed
+  //    the start of that text under every hit. Here the text is the article's alone, the place is that of
+  //    the first word of the query as typed (else its stem), and a formula's TeX source
+  //    ("\\(H_{kv} = H\\)") reads as plain letters (H_kv = H).
+  var TEX_SYMBOLS = { top: "\u22a4", sqrt: "\u221a", cdot: "\u00b7", times: "\u00d7", le: "\u2264", leq: "\u2264",
+    ge: "\u2265", geq: "\u2265", ldots: "\u2026", dots: "\u2026", to: "\u2192", infty: "\u221e", approx: "\u2248",
+    in: "\u2208", sum: "\u2211", alpha: "\u03b1", beta: "\u03b2", theta: "\u03b8", lambda: "\u03bb", sigma: "\u03c3",
+    tau: "\u03c4", phi: "\u03c6", omega: "\u03c9", pi: "\u03c0", mu: "\u03bc", epsilon: "\u03b5" };
+  function plainTex(text) {
+    return text
+      .replace(/\\[()\[\]]|\$\$/g, "")
+      .replace(/\\\{/g, "\u0001")
+      .replace(/\\\}/g, "\u0002")
+      .replace(/\\stackrel\s*\{[^{}]*\}\s*\{([^{}]*)\}/g, "$1")
+      .replace(/\\(?:mathbf|mathrm|mathit|mathcal|mathbb|text|textrm|operatorname|boldsymbol)\s*\{([^{}]*)\}/g, "$1")
+      .replace(/\\(?:mathbf|mathrm|mathit|mathcal|mathbb|boldsymbol)\s*/g, "")
+      .replace(/\\(left|right|,|;|!|quad|qquad)/g, " ")
+      .replace(/\\([A-Za-z]+)\s*/g, function (m, w) { return TEX_SYMBOLS[w] || w + " "; })
+      .replace(/[{}]/g, "")
+      .replace(/\u0001/g, "{")
+      .replace(/\u0002/g, "}");
+  }
+
+  function articleText(html, anchor) {
+    var doc = new DOMParser().parseFromString(html, "text/html");
+    var main = doc.querySelector("article.bd-article") || doc.querySelector("[role='main']");
+    if (!main) return "";
+    main.querySelectorAll(".headerlink, script, style, #jb-print-docs-body").forEach(function (e) { e.remove(); });
+    var part = null;
+    try { part = anchor ? main.querySelector(anchor) : null; } catch (e) { part = null; }
+    return plainTex((part || main).textContent).replace(/\s+/g, " ").trim();
+  }
+
+  function courseSnippets() {
     var S = typeof Search !== "undefined" ? Search : window.Search; // searchtools.js: a global const
-    if (!S || !S.htmlToText || S.htmlToText.coursePlain) return;
-    var original = S.htmlToText;
-    S.htmlToText = function () {
-      var text = original.apply(this, arguments);
-      return text
-        .replace(/\\[()\[\]]|\$\$/g, "")
-        .replace(/\\(?:mathbf|mathrm|mathit|text|textrm|operatorname|boldsymbol)\s*\{([^{}]*)\}/g, "$1")
-        .replace(/\\(left|right|,|;|!|quad|qquad)/g, " ")
-        .replace(/\\([A-Za-z]+)/g, "$1")
-        .replace(/[{}]/g, "");
+    if (!S || !S.makeSearchSummary || S.makeSearchSummary.course) return;
+    S.htmlToText = function (html, anchor) { return articleText(html, anchor); };
+    S.makeSearchSummary = function (html, keywords, anchor) {
+      var text = articleText(html, anchor);
+      if (!text) return null;
+      var lower = text.toLowerCase();
+      var query = new URLSearchParams(location.search).get("q") || "";
+      var words = (typeof splitQuery === "function" ? splitQuery(query) : query.split(/\s+/));
+      var at = -1;
+      words.concat(Array.from(keywords || [])).some(function (w) {
+        at = w ? lower.indexOf(String(w).toLowerCase()) : -1;
+        return at > -1;
+      });
+      var start = Math.max(at - 120, 0);
+      var summary = document.createElement("p");
+      summary.classList.add("context");
+      summary.textContent = (start ? "..." : "") + text.substr(start, 240).trim() + (start + 240 < text.length ? "..." : "");
+      return summary;
     };
-    S.htmlToText.coursePlain = true;
+    S.makeSearchSummary.course = true;
   }
 
   // 7. The sidebar's search field sticks to the top of the sidebar while its chapter list scrolls; the
@@ -271,7 +323,7 @@
     fixLandmarks();
     keepAnchorOnSwitch();
     closeDrawerOnChoice();
-    plainSnippets();
+    courseSnippets();
     coverAboveStickySearch();
     fitAll();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {

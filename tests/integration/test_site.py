@@ -285,6 +285,64 @@ def test_search_finds_chapter(browser, site_url, doc, word):
         context.close()
 
 
+@pytest.mark.parametrize("edition", ["", "zh/"])
+@pytest.mark.parametrize("word", ["rotary", "softmax"])
+def test_search_snippets_show_the_text_around_the_match(
+    browser, site_url, edition, word
+):
+    """Each hit's snippet is the page's text around the word, not the page's top: the
+    header's "中文 / English" switch or the print-only contents ("Contents 10.1 The online
+    softmax ..."). Sphinx looks for the stemmed word ("rotari"), which the text does not
+    contain, and then showed the start of [role=main] (course.js, 6)."""
+    context, page, problems = visit(browser, f"{site_url}/{edition}search.html?q={word}")
+    try:
+        page.wait_for_function(
+            """() => {
+                const status = document.querySelector('#search-results .search-summary');
+                const items = [...document.querySelectorAll('#search-results ul li')];
+                return status && /\\d/.test(status.textContent) && items.length &&
+                    items.every(li => li.querySelector('span, p.context'));
+            }""",
+            timeout=30_000,
+        )
+        # each hit's snippet, and the text of its page's print-only contents
+        snippets = page.evaluate(
+            """async () => {
+                const out = [];
+                for (const li of document.querySelectorAll('#search-results ul li')) {
+                    const p = li.querySelector('p.context');
+                    if (!p) continue;
+                    const href = li.querySelector('a').getAttribute('href');
+                    const html = await (await fetch(href)).text();
+                    const doc = new DOMParser().parseFromString(html, 'text/html');
+                    const toc = doc.querySelector('#jb-print-toc');
+                    out.push([href, p.textContent, toc ? toc.textContent : '']);
+                }
+                return out;
+            }"""
+        )
+        assert len(snippets) >= 2, snippets
+        for href, text, contents in snippets:
+            text = " ".join(text.split())
+            contents = " ".join(contents.split()).lower()
+            at = text.lower().find(word)
+            around = text.lower()[max(at - 15, 0) : at + len(word) + 15]
+            assert at < 0 or around not in contents, (
+                f"the snippet of {href} is the page's print-only contents: {text!r}"
+            )
+            assert "中文 / English" not in text and "English / 中文" not in text, (
+                href,
+                text,
+            )
+            assert word in text.lower(), (
+                f"{edition}search.html?q={word}: the snippet of {href} does not show "
+                f"the word: {text!r}"
+            )
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
 def test_every_toc_page_was_built():
     for doc in PAGES:
         assert (HTML / f"{doc}.html").exists(), doc

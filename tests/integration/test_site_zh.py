@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from test_site import ARTIFACTS, PAGES, PHONE, ROOT, check_fits_a_phone, visit
+from test_site import ARTIFACTS, PAGES, PHONE, ROOT, check_fits_a_phone, settle, visit
 
 HTML = ROOT / "_build" / "html"
 ZH = HTML / "zh"
@@ -148,10 +148,13 @@ def test_the_switch_keeps_the_section(browser, site_url):
 
 
 SECTION_AT_TOP = """() => {
-    // the reader's section: the last one whose heading is above the window's top
+    // the reader's section: the last one whose heading has reached the reading area's top,
+    // 2 rem under the sticky top bar (where a link to a section puts its heading: 64 px)
+    const bar = document.querySelector('.bd-header-article').getBoundingClientRect().bottom;
+    const top = Math.max(bar, 64) + 32;
     let here = null;
     for (const s of document.querySelectorAll('.bd-article section[id]')) {
-        if (s.querySelector('h1, h2, h3, h4').getBoundingClientRect().top < 1) here = s.id;
+        if (s.querySelector('h1, h2, h3, h4').getBoundingClientRect().top < top) here = s.id;
     }
     return here;
 }"""
@@ -181,6 +184,48 @@ def test_the_switch_keeps_the_section_after_plain_scrolling(browser, site_url):
                 f"() => document.getElementById({json.dumps(here)}).getBoundingClientRect().top"
             )
             assert 0 <= top < 150, f"{lang}: section {here} not at the top ({top} px)"
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("offset", [-8, 4, 30])
+def test_the_switch_keeps_a_section_whose_heading_sits_at_the_top_bar(
+    browser, site_url, offset
+):
+    """The reader stopped where a section's heading shows just under the sticky top bar
+    (the bar's height, 64 px, is also where a link to the section puts it), or is just
+    hidden under the bar: the switch keeps that section, not the one before it (the
+    section counts from the bar's bottom, not from the window's top)."""
+    doc = next(c for c in CHAPTERS if c.startswith("chapters/11_"))
+    ids = section_ids(HTML / f"{doc}.html")
+    here = ids[4]  # 11.4, with the sections 11.1-11.3 before it
+    context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html")
+    try:
+        settle(page)  # every image loaded: nothing above the heading moves it afterwards
+        page.evaluate(
+            """([id, offset]) => {
+                const bar = document.querySelector('.bd-header-article').getBoundingClientRect();
+                const h = document.getElementById(id).querySelector('h1, h2, h3, h4');
+                window.scrollBy(0, h.getBoundingClientRect().top - (bar.bottom + offset));
+            }""",
+            [here, offset],
+        )
+        page.wait_for_timeout(200)
+        top = page.evaluate(
+            """(id) => document.getElementById(id).querySelector('h1, h2, h3, h4')
+                .getBoundingClientRect().top -
+                document.querySelector('.bd-header-article').getBoundingClientRect().bottom""",
+            here,
+        )
+        assert abs(top - offset) < 2, f"could not scroll the heading there ({top} px)"
+        # a click where the link is (page.click would first scroll it "into view", moving
+        # the page under the sticky bar by hundreds of pixels)
+        box = page.locator(".course-lang-switch a[hreflang=en]").bounding_box()
+        with page.expect_navigation():
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_load_state("networkidle")
+        assert page.url == f"{site_url}/{doc}.html#{here}", (offset, here, page.url)
         assert not problems, "\n".join(problems)
     finally:
         context.close()
