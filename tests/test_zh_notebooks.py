@@ -32,7 +32,7 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
     chinese = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
     original = json.loads(english.read_text(encoding="utf-8"))
     assert len(chinese["cells"]) == len(original["cells"])
-    switches, plots, redrawn = 0, 0, 0
+    switches, fonts, plots, redrawn = 0, 0, 0, 0
     for en, cn in zip(original["cells"], chinese["cells"]):
         assert cn["cell_type"] == en["cell_type"]
         if en["cell_type"] == "code":
@@ -41,6 +41,10 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
             if switch in source:  # the setup cell: one more line
                 source = source.replace(switch, "", 1)
                 switches += 1
+            font = "\n" + zh.COLAB_FONT
+            if font in source:  # the Colab cell: one more line
+                source = source.replace(font, "", 1)
+                fonts += 1
             assert source == "".join(en["source"])
             # every output as in English but the plots' PNG (and its size)
             assert [strip_png(o) for o in cn["outputs"]] == [
@@ -51,7 +55,7 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
                 redrawn += a["data"]["image/png"] != b["data"]["image/png"]
             assert cn["metadata"].get("jupyter") == en["metadata"].get("jupyter")
             assert cn["metadata"].get("tags") == en["metadata"].get("tags")
-    assert switches == 1
+    assert switches == 1 and fonts == 1
     assert plots and redrawn == plots, f"{redrawn} of {plots} plots drawn in Chinese"
     text = "".join(
         "".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown"
@@ -202,3 +206,49 @@ def test_only_code_plots_or_plotting_py_rerun_a_chapter(tmp_path):
     code["source"] = ["".join(code["source"]) + "\n# changed"]
     copy.write_text(zh.dumps(notebook), encoding="utf-8")
     assert zh.plot_inputs_hash(copy) != key  # code: drawn again
+
+
+def test_the_colab_cell_installs_a_cjk_font_on_colab_only():
+    """Colab has no CJK font: without one the Chinese plots stay English (with an
+    English warning). Each Chinese notebook's Colab cell installs fonts-noto-cjk in its
+    ``if "google.colab"`` block, so nowhere else; the English notebooks do not."""
+    for english in zh.chapters_in_toc():
+        chinese = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
+        colab = next(c for c in chinese["cells"] if c["cell_type"] == "code")
+        lines = "".join(colab["source"]).split("\n")
+        assert zh.COLAB_FONT in lines, (
+            f"zh_CN/{english.name}: no font in the Colab cell"
+        )
+        block = lines[lines.index(zh.COLAB_IF) :]
+        assert all(line.startswith("    ") for line in block[1:]), (
+            f"zh_CN/{english.name}: the font line is outside the Colab if block"
+        )
+        assert zh.COLAB_FONT not in english.read_text(encoding="utf-8")
+
+
+def test_the_setup_cell_prints_no_font_name():
+    """The Chinese notebook's outputs are the English ones (nbval checks them in make
+    long-tests, on any machine): the plot switch prints nothing (the font's name it
+    returns depends on the machine)."""
+    assert zh.PLOT_SWITCH.startswith('plot_font = al.plot_language("zh_CN")')
+
+
+def test_a_solution_first_line_reruns_no_chinese_plots(tmp_path):
+    """tools/hide_answers.py's comment on a solution's first line draws nothing: it does
+    not make the Chinese plots stale."""
+    english = zh.chapters_in_toc()[0]
+    notebook = json.loads(english.read_text(encoding="utf-8"))
+    solution = next(c for c in notebook["cells"] if zh.hide_answers.is_solution(c))
+    source = "".join(solution["source"])
+    if zh.hide_answers.starts_with_first_line(solution):
+        first = zh.hide_answers.first_line(source)
+        solution["source"] = source.replace(first + "\n", "", 1)
+    copy = tmp_path / english.name
+    copy.write_text(zh.dumps(notebook), encoding="utf-8")
+    key = zh.plot_inputs_hash(copy)
+    solution["source"] = zh.hide_answers.FIRST_LINE + "\n" + solution["source"]
+    copy.write_text(zh.dumps(notebook), encoding="utf-8")
+    assert zh.plot_inputs_hash(copy) == key
+    solution["source"] += "\n# another comment"
+    copy.write_text(zh.dumps(notebook), encoding="utf-8")
+    assert zh.plot_inputs_hash(copy) != key

@@ -4,9 +4,14 @@ An answer is a code cell tagged ``hide-cell`` (the solution: code and its output
 the text explains it, the explanation right after it. This script sets
 
 * on the solution cell: ``jupyter.source_hidden`` and ``jupyter.outputs_hidden`` (JupyterLab
-  and Notebook 7 fold the code *and* its output), ``cellView: form`` (Colab shows "Show code"
-  instead of the code) and the website's labels (``mystnb.code_prompt_show/hide``; myst-nb
-  closes the whole cell, code and output, behind "Show solution");
+  and Notebook 7 fold the code *and* its output), ``collapsed: true`` (the older name of
+  ``outputs_hidden``, which JupyterLab adds on opening such a cell: stored here, opening a
+  chapter leaves it unmodified), ``cellView: form`` (Colab shows "Show code" instead of
+  the code) and the website's labels (``mystnb.code_prompt_show/hide``; myst-nb closes the
+  whole cell, code and output, behind "Show solution");
+* the solution's first line: a folded cell still shows its first line in JupyterLab (and
+  Colab its first comment), so a solution starts with a comment that gives nothing away,
+  ``FIRST_LINE``; one that starts with ``# Solution`` already keeps its own;
 * on an explanation: a markdown cell directly after a solution that starts with an indented
   paragraph (the continuation of the exercise's list item, as chapters write it) gets that
   paragraph wrapped in ``<details class="explanation"><summary>Explanation of the
@@ -35,6 +40,7 @@ With --check nothing is written; the exit status is 1 if a notebook is out of da
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -46,6 +52,9 @@ OPEN = f'<details class="explanation">\n<summary>{SUMMARY}</summary>\n\n'
 CLOSE = "\n\n</details>"
 PROMPTS = {"code_prompt_show": "Show solution", "code_prompt_hide": "Hide solution"}
 TOGGLE_TAGS = ["answer-toggle", "remove-cell"]
+# The first line of every solution (a chapter may write its own "# Solution ..." line).
+FIRST_LINE = "# Solution (run the cell to check it)"
+HAS_FIRST_LINE = re.compile(r"#\s*Solution\b")
 # The toggle cell, exactly (--check compares it). Its label is course_cell_prompts' "Show
 # solution", which tools/make_zh_notebooks.py translates in the Chinese notebooks.
 TOGGLE = """\
@@ -74,6 +83,36 @@ def is_toggle(cell) -> bool:
     return cell["cell_type"] == "markdown" and "answer-toggle" in cell["metadata"].get(
         "tags", []
     )
+
+
+def first_line(source) -> str:
+    """The line a folded cell shows: the first, or the one after a cell magic ``%%...``
+    (which must stay first)."""
+    if isinstance(source, list):  # a notebook read as plain JSON
+        source = "".join(source)
+    lines = source.split("\n")
+    return lines[1] if lines[0].startswith("%%") and len(lines) > 1 else lines[0]
+
+
+def starts_with_first_line(cell) -> bool:
+    """Does the solution's code start with a ``# Solution ...`` comment?"""
+    return HAS_FIRST_LINE.match(first_line(cell["source"]).strip()) is not None
+
+
+def add_first_line(cell) -> bool:
+    """Put ``FIRST_LINE`` before the solution's code unless it starts with such a line;
+    True if it changed."""
+    if starts_with_first_line(cell):
+        return False
+    source = cell["source"]
+    if isinstance(source, list):
+        source = "".join(source)
+    if source.startswith("%%"):
+        magic, _, rest = source.partition("\n")
+        cell["source"] = f"{magic}\n{FIRST_LINE}\n{rest}"
+    else:
+        cell["source"] = f"{FIRST_LINE}\n{source}"
+    return True
 
 
 def toggle_cell(solution):
@@ -142,6 +181,10 @@ def hide(nb) -> bool:
             if jupyter.get(key) is not True:
                 jupyter[key] = True
                 changed = True
+        if meta.get("collapsed") is not True:
+            meta["collapsed"] = True
+            changed = True
+        changed |= add_first_line(cell)
         if meta.get("cellView") != "form":
             meta["cellView"] = "form"
             changed = True

@@ -24,8 +24,10 @@ What changes, and what does not:
   notebook; a Chinese notebook runs the same code and prints the same numbers), except a plot's
   alt text (``mystnb: image: alt:``), which is a message of the catalog too.
 * cell metadata (collapsed solutions: ``jupyter.outputs_hidden``, ``cellView``, tags) is kept.
-* plots: the setup cell gets one more line, ``al.plot_language("zh_CN")`` (PLOT_SWITCH), so
-  that a learner's run draws the plots' text in Chinese, from the catalog
+* the Colab cell (the first code cell) installs a CJK font too, on Colab only (COLAB_FONT).
+* plots: the setup cell gets one more line, ``plot_font = al.plot_language("zh_CN")``
+  (PLOT_SWITCH, which prints nothing), so that a learner's run draws the plots' text in
+  Chinese, from the catalog
   attention_lib/locales/zh_CN/plots.po. The plots' PNGs (``image/png`` and its size) come from
   running the Chinese notebook once (nbclient, one thread, from chapters/, in memory); every
   other output is the English notebook's, byte for byte. A plot string without a translation
@@ -48,6 +50,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import hide_answers  # noqa: E402
+
 LOCALE = ROOT / "locales" / "zh_CN" / "LC_MESSAGES"
 OUT = ROOT / "chapters" / "zh_CN"
 FIGURES = ROOT / "chapters" / "figures"
@@ -59,9 +64,16 @@ PARENT_LINK = re.compile(r"\]\(\.\./")
 PLOTS_PO = ROOT / "attention_lib" / "locales" / "zh_CN" / "plots.po"
 # what the plots' drawing depends on besides the English notebook and the catalog
 PLOT_INPUTS = (ROOT / "attention_lib" / "plotting.py",)
+# Assigned, not shown: the font's name it returns depends on the machine's fonts, and the
+# Chinese notebook's outputs are the English notebook's (nbval checks them in make
+# long-tests; a trailing ";" does not silence it there: nbval runs cells without history).
 PLOT_SWITCH = (
-    'al.plot_language("zh_CN")  # 图中文字用中文（需要中文字体，见“环境配置”）\n'
+    'plot_font = al.plot_language("zh_CN")  # 图中文字用中文（需要中文字体，见“环境配置”）\n'
 )
+# The Colab cell installs a CJK font for the Chinese plots (Colab has none: the plots
+# would stay English, with an English warning). One line more in its ``if`` block.
+COLAB_IF = 'if "google.colab" in sys.modules:'
+COLAB_FONT = "    !apt-get -qq install -y fonts-noto-cjk > /dev/null  # 图中的中文字体"
 METADATA = "attention_course"
 
 
@@ -267,7 +279,26 @@ def chinese_notebook(path: Path, md=None) -> dict:
             if image.get("alt") and plot:
                 image["alt"] = translate(messages, page, image["alt"])
     add_plot_switch(zh)
+    add_colab_font(zh)
     return zh
+
+
+def add_colab_font(notebook: dict) -> None:
+    """``COLAB_FONT`` as the last line of the first code cell's Colab ``if`` block (the
+    cell that installs the course library on Colab)."""
+    cell = next((c for c in notebook["cells"] if c["cell_type"] == "code"), None)
+    if cell is None:
+        return
+    lines = "".join(cell["source"]).split("\n")
+    if COLAB_IF not in lines:
+        return
+    at = lines.index(COLAB_IF) + 1
+    while at < len(lines) and (lines[at].startswith(" ") or not lines[at].strip()):
+        at += 1
+    while not lines[at - 1].strip():  # after the block's last line, not a blank one
+        at -= 1
+    lines.insert(at, COLAB_FONT)
+    cell["source"] = source_lines("\n".join(lines))
 
 
 def add_plot_switch(notebook: dict) -> None:
@@ -299,7 +330,7 @@ def plot_inputs_hash(english: Path) -> str:
 
     notebook = json.loads(english.read_text(encoding="utf-8"))
     code = [
-        ["".join(c["source"]), [o["data"]["image/png"] for o in png_outputs(c)]]
+        [drawing_code(c), [o["data"]["image/png"] for o in png_outputs(c)]]
         for c in notebook["cells"]
         if c["cell_type"] == "code"
     ]
@@ -307,6 +338,16 @@ def plot_inputs_hash(english: Path) -> str:
     for path in PLOT_INPUTS:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def drawing_code(cell: dict) -> str:
+    """A code cell's source as far as the plots go: without a solution's first line,
+    the comment tools/hide_answers.py puts there (it draws nothing)."""
+    source = "".join(cell["source"])
+    if hide_answers.is_solution(cell) and hide_answers.starts_with_first_line(cell):
+        first = hide_answers.first_line(source)
+        source = source.replace(first + "\n", "", 1)
+    return source
 
 
 def png_outputs(cell: dict) -> list[dict]:
@@ -459,7 +500,9 @@ def with_plots(zh: dict, english: Path, target: Path, check: bool) -> dict | Non
 
 
 def dumps(notebook: dict) -> str:
-    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+    """As JupyterLab writes a notebook (nbformat's JSON: sorted keys, one space of
+    indent, a final newline), so opening it there leaves it unmodified."""
+    return json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def main(argv: list[str]) -> int:
