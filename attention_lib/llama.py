@@ -4,6 +4,7 @@ with rotary positions, a SwiGLU MLP; a sliding-window cache with attention sinks
 Shape legend: ``B`` batch, ``T`` positions, ``Q`` queries, ``K`` keys/values, ``E``
 model width, ``H`` query heads, ``Hkv`` key/value heads, ``d = E / H`` head width,
 ``F`` MLP width, ``V`` vocabulary, ``L`` layers, ``W`` window, ``S`` sink tokens.
+``P`` padding slots of each row of a left-padded batch (``(B,)``).
 
 The model computes what transformers' ``LlamaForCausalLM`` and ``MistralForCausalLM``
 compute (5.23), including their float32 steps: RMSNorm normalises in float32 and the
@@ -12,10 +13,19 @@ from absolute positions only: key ``j`` is visible to query ``i`` when ``j <= i`
 with a window ``W``, ``j > i - W`` (Mistral's rule: ``W`` keys, itself included), or
 ``j < S`` (the first ``S`` tokens kept as attention sinks, StreamingLLM). So one full
 forward pass, chunked prefill and cached decoding share one mask rule.
+
+A batch of prompts of different lengths is left-padded, as transformers does it: an
+``attention_mask (B, K)`` (1 = real token, 0 = padding) whose zeros all come first in a
+row. Row ``b``'s ``P_b`` padding slots are never seen as keys, its real tokens are at
+positions ``0, 1, ...`` (``position_ids = cumsum(mask) - 1``), and its sinks are its
+first ``S`` real tokens; the rule above, on the slots of the padded rows, does the rest
+(the window and causality are the same on slots and positions: a row's padding shifts
+all its tokens equally).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import torch
@@ -157,6 +167,7 @@ def visible_keys(
     key_positions: torch.Tensor,
     window: int | None = None,
     sinks: int = 0,
+    padding: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Keep-mask ``(Q, K)``: key at ``j`` visible to the query at ``i`` when ``j <= i``
     and (no window, or ``j > i - W``, or ``j < S``).
@@ -164,14 +175,26 @@ def visible_keys(
     With ``window=W`` a query sees ``W`` keys, itself included (Mistral, transformers
     5.23); ``sinks=S`` keeps the first ``S`` positions visible to every later query
     (StreamingLLM's attention sinks).
+
+    ``padding (B,)``: a left-padded batch, whose row ``b`` holds padding in its first
+    ``P_b`` slots (``i``, ``j`` are then slots of the padded rows) -> ``(B, Q, K)``:
+    the rule above, no padding key visible (``j >= P_b``), and the sinks are the row's
+    first ``S`` real tokens (``j < P_b + S``). A padding query sees itself only (its
+    output is never used, but a row of nothing but masked keys would make NaNs).
     """
     _check_window(window, sinks)
     i = query_positions[:, None]  # (Q, 1)
     j = key_positions[None, :]  # (1, K)
     keep = j <= i  # (Q, K)
+    if padding is None:
+        if window is not None:
+            keep = keep & ((j > i - window) | (j < sinks))
+        return keep
+    p = padding[:, None, None]  # (B, 1, 1)
+    keep = keep & (j >= p)  # (B, Q, K)
     if window is not None:
-        keep = keep & ((j > i - window) | (j < sinks))
-    return keep
+        keep = keep & ((j > i - window) | (j < p + sinks))
+    return keep | ((i < p) & (j == i))  # (B, Q, K)
 
 
 class RMSNorm(nn.Module):
@@ -215,9 +238,15 @@ class WindowKVCache:
     and the last ``W - 1`` (all the next query can see), never more than ``S + W - 1``
     (transformers keeps the same ``W - 1`` for Mistral).
 
-    ``update(keys (B, Hkv, n, d), values (B, Hkv, n, dv))`` -> ``(keys, values,
-    positions)``: everything this call's queries may need (the kept positions and the
-    new ones) with their positions ``(K,)``.
+    ``update(keys (B, Hkv, n, d), values (B, Hkv, n, dv), padding=None)`` ->
+    ``(keys, values, positions)``: everything this call's queries may need (the kept
+    positions and the new ones) with their positions ``(K,)``. Keys and values of
+    another batch size, head count, width, dtype or device than those cached raise
+    ``ValueError`` and leave the cache as it was. ``padding (B,)``: the left-padding
+    slots ``P`` of each row (:class:`LlamaModel` passes them for an
+    ``attention_mask``); a row's sinks are then its first ``S`` real tokens, so the
+    first ``max(P) + S`` slots are kept (a row's extra slots are masked by
+    :func:`visible_keys`).
     """
 
     def __init__(self, window: int, sinks: int = 0):
@@ -241,7 +270,7 @@ class WindowKVCache:
             f"seen={self._length}, kept={kept})"
         )
 
-    def update(self, keys: torch.Tensor, values: torch.Tensor):
+    def update(self, keys: torch.Tensor, values: torch.Tensor, padding=None):
         if not (
             isinstance(keys, torch.Tensor)
             and keys.dim() == 4
@@ -258,13 +287,30 @@ class WindowKVCache:
                 f"{tuple(values.shape)}"
             )
         if self.keys is not None and (
-            keys.shape[:2] != self.keys.shape[:2] or keys.shape[3] != self.keys.shape[3]
+            keys.shape[:2] != self.keys.shape[:2]
+            or keys.shape[3] != self.keys.shape[3]
+            or values.shape[3] != self.values.shape[3]
         ):
             raise ValueError(
                 "WindowKVCache.update: expected keys (B, Hkv, n, d) = "
-                f"{tuple(self.keys.shape[:2])} + "
-                f"(n, {self.keys.shape[3]}), got {tuple(keys.shape)}"
+                f"{tuple(self.keys.shape[:2])} + (n, {self.keys.shape[3]}) and values "
+                f"(.., {self.values.shape[3]}), got {tuple(keys.shape)} and "
+                f"{tuple(values.shape)} (one cache per layer and batch)"
             )
+        for name, new, held in (
+            ("keys", keys, self.keys),
+            ("values", values, self.values),
+        ):
+            if held is not None and (
+                new.dtype != held.dtype or new.device != held.device
+            ):
+                raise ValueError(
+                    f"WindowKVCache.update: expected {name} of dtype {held.dtype} on "
+                    f"{held.device}, got {new.dtype} on {new.device}"
+                )
+        sinks = self.sinks
+        if padding is not None and sinks:  # each row's first S real tokens
+            sinks += int(padding.max())
         n = keys.shape[2]
         new_pos = torch.arange(self._length, self._length + n, device=keys.device)
         if self.keys is None:
@@ -275,7 +321,7 @@ class WindowKVCache:
             pos = torch.cat([self.positions, new_pos])  # (kept + n,)
         self._length += n
         # the next query (at _length) sees j > _length - W, and the sinks
-        keep = (pos > self._length - self.window) | (pos < self.sinks)
+        keep = (pos > self._length - self.window) | (pos < sinks)
         self.keys, self.values, self.positions = k[:, :, keep], v[:, :, keep], pos[keep]
         return k, v, pos
 
@@ -288,11 +334,14 @@ class RotaryAttention(GroupedQueryAttention):
     keys are rotated at their absolute positions before attention; the cache holds
     rotated keys, so a decode step rotates only the new query and key.
 
-    ``forward(x (B, T, E), kv_cache=None, need_weights=False, cos_sin=None)`` ->
-    ``(B, T, E)``. The positions of ``x`` start at ``len(kv_cache)`` (0 without a
-    cache). With ``need_weights=True`` the weights ``(B, H, T, K)`` are computed step
-    by step (softmax in float32, as transformers' eager path) and kept in
-    ``.attention_weights``; otherwise one SDPA call. A first chunk that is plainly
+    ``forward(x (B, T, E), kv_cache=None, need_weights=False, cos_sin=None,
+    padding=None)`` -> ``(B, T, E)``. The positions of ``x`` start at ``len(kv_cache)``
+    (0 without a cache); ``padding (B,)``: a left-padded batch (see
+    :func:`visible_keys`), whose queries and keys then have a ``(B, T, K)`` mask.
+    With ``need_weights=True`` the weights ``(B, H, T, K)`` are computed step by step
+    (softmax in float32, as transformers' eager path) and kept in
+    ``.attention_weights``; otherwise one SDPA call (with padding: one call with the
+    ``(B, T, K)`` mask). A first chunk that is plainly
     causal (positions ``0 .. T - 1``, no window that hides a key) goes to SDPA's own
     causal kernel with ``enable_gqa``. Every other call (a decode step, a chunk after
     a cache, a window that hides keys) stacks each group's ``g`` query heads as
@@ -318,12 +367,17 @@ class RotaryAttention(GroupedQueryAttention):
         _check_window(window, sinks)
         self.rope, self.window, self.sinks = rope, window, sinks
 
-    def forward(self, x, kv_cache=None, need_weights: bool = False, cos_sin=None):
+    def forward(
+        self, x, kv_cache=None, need_weights: bool = False, cos_sin=None, padding=None
+    ):
         """``x (B, T, E)`` -> ``(B, T, E)`` (see the class docstring).
 
         ``cos_sin``: the rotation's ``(cos, sin)`` at this call's positions, each
-        ``(T, d/2)``, when the caller computed them once for every layer
-        (:class:`LlamaModel` does); None: computed here.
+        ``(T, d/2)`` or, one row per sequence, ``(B, T, d/2)``, when the caller computed
+        them once for every layer (:class:`LlamaModel` does); None: computed here (with
+        ``padding``, row ``b``'s slot ``t`` at position ``t - P_b``).
+        ``padding``: ``(B,)`` integer tensor, the padding slots ``P`` at the start of
+        each row, or None (no padding).
         """
         if (
             not isinstance(x, torch.Tensor)
@@ -341,24 +395,55 @@ class RotaryAttention(GroupedQueryAttention):
             )
         H, Hkv, d = self.num_heads, self.num_kv_heads, self.head_dim
         B, T, E = x.shape
+        if padding is not None and (
+            not isinstance(padding, torch.Tensor)
+            or padding.shape != (B,)
+            or padding.is_floating_point()
+            or padding.is_complex()
+        ):
+            shape = (
+                tuple(padding.shape)
+                if isinstance(padding, torch.Tensor)
+                else type(padding).__name__
+            )
+            raise ValueError(
+                f"padding: expected an integer tensor (B,) with B={B}, got {shape}"
+            )
         start = 0 if kv_cache is None else len(kv_cache)
         positions = torch.arange(start, start + T, device=x.device)  # (T,)
         q = self.W_q(x).view(B, T, H, d).transpose(1, 2)  # (B, H, T, d)
         k = self.W_k(x).view(B, T, Hkv, d).transpose(1, 2)  # (B, Hkv, T, d)
         v = self.W_v(x).view(B, T, Hkv, d).transpose(1, 2)  # (B, Hkv, T, d)
         if cos_sin is None:
-            cos_sin = self.rope.cos_sin(positions, x.dtype)  # (T, d/2) each
+            rope_positions = (
+                positions
+                if padding is None
+                else (positions - padding[:, None]).clamp(min=0)  # (B, T)
+            )
+            cos_sin = self.rope.cos_sin(rope_positions, x.dtype)  # (.., T, d/2) each
         cos, sin = cos_sin
         q = _rotate(self.rope, q, cos, sin)
         k = _rotate(self.rope, k, cos, sin)
         if kv_cache is None:
             key_positions = positions
         elif isinstance(kv_cache, WindowKVCache):
-            k, v, key_positions = kv_cache.update(k, v)  # (B, Hkv, K, d), (K,)
+            # (B, Hkv, K, d), (K,)
+            k, v, key_positions = kv_cache.update(k, v, padding)
         else:
             k, v = kv_cache.update(k, v)  # (B, Hkv, start + T, d)
             key_positions = None  # 0 .. start + T - 1, built only if needed
-        if need_weights:
+        if padding is not None:  # a left-padded batch: one mask per row
+            if key_positions is None:
+                key_positions = torch.arange(start + T, device=x.device)
+            keep = visible_keys(
+                positions, key_positions, self.window, self.sinks, padding
+            )  # (B, T, K)
+            if need_weights:
+                out = self._readable(q, k, v, keep[:, None])  # (B, H, T, d)
+            else:
+                self.attention_weights = None
+                out = self._padded(q, k, v, keep)  # (B, H, T, d)
+        elif need_weights:
             if key_positions is None:
                 key_positions = torch.arange(start + T, device=x.device)
             keep = visible_keys(positions, key_positions, self.window, self.sinks)
@@ -378,6 +463,17 @@ class RotaryAttention(GroupedQueryAttention):
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
         self.attention_weights = weights.detach()  # (B, H, T, K)
         return weights @ v  # (B, H, T, d)
+
+    def _padded(self, q, k, v, keep):
+        """One SDPA call with a per-row keep-mask ``keep (B, T, K)``, the ``g``
+        query heads of a group stacked as ``g * T`` rows (as :meth:`_fused`)."""
+        B, H, T, d = q.shape
+        Hkv = self.num_kv_heads
+        g = H // Hkv
+        mask = keep.repeat(1, g, 1)[:, None]  # (B, 1, g * T, K)
+        q = q.reshape(B, Hkv, g * T, d)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d**-0.5)
+        return out.reshape(B, H, T, d)  # (B, Hkv, g * T, d) -> (B, H, T, d)
 
     def _fused(self, q, k, v, positions, key_positions, start):
         """One SDPA call. Without a window, the mask is not built where the rule needs
@@ -413,6 +509,71 @@ def _rotate(rope, x, cos, sin):
     return apply_rope(x, cos, sin, rope.layout)
 
 
+def _padding_and_positions(attention_mask, position_ids, B, start, T, device):
+    """Check a left-padding ``attention_mask (B, start + T)`` and ``position_ids (B,
+    T)`` (either may be None) -> ``(padding (B,) or None, position_ids (B, T) or
+    None)``; ``padding`` is the count of leading zeros of each row, None when the
+    mask has none (then the unpadded paths run)."""
+    padding = None
+    if attention_mask is not None:
+        if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != (
+            B,
+            start + T,
+        ):
+            shape = (
+                tuple(attention_mask.shape)
+                if isinstance(attention_mask, torch.Tensor)
+                else type(attention_mask).__name__
+            )
+            raise ValueError(
+                f"attention_mask: expected shape (B, K) = ({B}, {start + T}) (the "
+                f"{start} cached positions and this call's {T}), got {shape}"
+            )
+        if attention_mask.is_complex() or not bool(
+            ((attention_mask == 0) | (attention_mask == 1)).all()
+        ):
+            raise ValueError(
+                "attention_mask: expected 1 (real token) or 0 (padding) everywhere, "
+                f"got values {attention_mask.unique()[:6].tolist()}"
+            )
+        real = attention_mask.to(device=device, dtype=torch.long)  # (B, K) of 0/1
+        if bool((real[:, 1:] < real[:, :-1]).any()):
+            row = int((real[:, 1:] < real[:, :-1]).any(1).nonzero()[0, 0])
+            raise ValueError(
+                "attention_mask: expected left padding (each row's zeros before its "
+                f"ones), got row {row} = {real[row].tolist()} (right padding or a "
+                "hole)"
+            )
+        if not bool(real[:, -1].all()):
+            row = int((real[:, -1] == 0).nonzero()[0, 0])
+            raise ValueError(
+                f"attention_mask: expected at least one real token in every row, got "
+                f"row {row} all padding"
+            )
+        pads = (real.shape[1] - real.sum(1)).to(device)  # (B,)
+        if bool(pads.any()):
+            padding = pads
+            if position_ids is None:
+                # transformers' generate: cumsum(mask) - 1, 0 at padding
+                position_ids = (real.cumsum(1) - 1).clamp(min=0)[:, start:]  # (B, T)
+    if position_ids is not None and (
+        not isinstance(position_ids, torch.Tensor)
+        or position_ids.shape != (B, T)
+        or position_ids.is_floating_point()
+        or position_ids.is_complex()
+        or position_ids.dtype == torch.bool
+    ):
+        shape = (
+            f"{position_ids.dtype} {tuple(position_ids.shape)}"
+            if isinstance(position_ids, torch.Tensor)
+            else type(position_ids).__name__
+        )
+        raise ValueError(
+            f"position_ids: expected an integer tensor (B, T) = ({B}, {T}), got {shape}"
+        )
+    return padding, position_ids
+
+
 class LlamaBlock(nn.Module):
     """Pre-norm decoder block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
 
@@ -431,10 +592,14 @@ class LlamaBlock(nn.Module):
         self.mlp_norm = RMSNorm(c.num_hiddens, c.rms_eps)
         self.mlp = SwiGLU(c.num_hiddens, c.ffn_hiddens)
 
-    def forward(self, x, kv_cache=None, need_weights: bool = False, cos_sin=None):
-        """``(B, T, E)`` -> ``(B, T, E)`` (``cos_sin``: see
+    def forward(
+        self, x, kv_cache=None, need_weights: bool = False, cos_sin=None, padding=None
+    ):
+        """``(B, T, E)`` -> ``(B, T, E)`` (``cos_sin``, ``padding``: see
         :meth:`RotaryAttention.forward`)."""
-        h = self.attention(self.attention_norm(x), kv_cache, need_weights, cos_sin)
+        h = self.attention(
+            self.attention_norm(x), kv_cache, need_weights, cos_sin, padding
+        )
         x = x + h
         return x + self.mlp(self.mlp_norm(x))
 
@@ -442,10 +607,22 @@ class LlamaBlock(nn.Module):
 class LlamaModel(nn.Module):
     """A Llama-style decoder-only language model (Mistral's with a window).
 
-    ``forward(tokens (B, T), kv_caches=None, need_weights=False, last_only=False)``
-    -> logits ``(B, T, V)`` (``(B, 1, V)``, the last position's, with
-    ``last_only=True``); with ``kv_caches`` (one per layer, from :meth:`new_caches`)
-    the tokens continue what the caches hold. ``generate`` decodes greedily.
+    ``forward(tokens (B, T), kv_caches=None, need_weights=False, last_only=False,
+    attention_mask=None, position_ids=None)`` -> logits ``(B, T, V)`` (``(B, 1, V)``,
+    the last position's, with ``last_only=True``); with ``kv_caches`` (one per layer,
+    from :meth:`new_caches`) the tokens continue what the caches hold. ``generate``
+    decodes greedily.
+
+    Prompts of different lengths run as one left-padded batch, with transformers' names
+    and meaning: ``attention_mask (B, K)``, 1 = real token, 0 = padding, for every slot
+    the keys will cover (``K = len(cache) + T``: the cached slots, then this call's),
+    its zeros first in each row; ``position_ids (B, T)`` default to ``cumsum(mask) -
+    1`` (0 at padding), as transformers' ``generate`` computes them. The logits at
+    real tokens are then those of each prompt run alone; at padding they mean nothing.
+    ``generate(prompt, n, attention_mask=mask)`` extends the mask by itself.
+
+    The model keeps its own copy of the config (``model.config``), which
+    :meth:`set_window` and :func:`~attention_lib.convert_to_gqa` keep up to date.
 
     Weights: :meth:`load_hf_state_dict` (a transformers ``LlamaForCausalLM`` /
     ``MistralForCausalLM`` state dict) or :meth:`attention_lib.GGUFFile.model`.
@@ -457,7 +634,8 @@ class LlamaModel(nn.Module):
             raise ValueError(
                 f"LlamaModel: expected a LlamaConfig, got {type(config).__name__}"
             )
-        self.config = c = config
+        # its own copy: set_window must not change another model built from `config`
+        self.config = c = copy.deepcopy(config)
         self.rope = RotaryEmbedding(
             c.head_dim, c.rope_theta, c.rope_scaling, c.rope_layout
         )
@@ -474,26 +652,64 @@ class LlamaModel(nn.Module):
 
     def new_caches(self, window: int | None = None, sinks: int | None = None) -> list:
         """One empty cache per layer: a :class:`~attention_lib.KVCache` (all positions)
-        or, when the model (or the arguments) has a window, a :class:`WindowKVCache`."""
-        window = self.config.sliding_window if window is None else window
-        sinks = self.config.num_sinks if sinks is None else sinks
-        if window is None:
+        or, when the model has a window, a :class:`WindowKVCache` of that window.
+
+        ``window``, ``sinks``: if given, they must be the model's own (what its
+        attention applies); a cache that evicts keys the attention still reads would
+        give other logits than the full pass, so another window raises ``ValueError``:
+        call :meth:`set_window` first."""
+        c = self.config
+        for name, want, got in (
+            ("window", c.sliding_window, window),
+            ("sinks", c.num_sinks, sinks),
+        ):
+            if got is not None and got != want:
+                raise ValueError(
+                    f"new_caches: expected {name}={want} (the model attends with "
+                    f"window={c.sliding_window}, sinks={c.num_sinks}), got "
+                    f"{name}={got}; call set_window(window, sinks) first to change "
+                    "what the attention applies"
+                )
+        if c.sliding_window is None:
             return [KVCache() for _ in self.blocks]
-        return [WindowKVCache(window, sinks) for _ in self.blocks]
+        return [WindowKVCache(c.sliding_window, c.num_sinks) for _ in self.blocks]
 
     def set_window(self, window: int | None, sinks: int = 0) -> None:
-        """Use a sliding window ``W`` (None: none) and ``S`` sinks in every layer."""
+        """Use a sliding window ``W`` (None: none) and ``S`` sinks in every layer;
+        ``model.config`` (the model's own copy) says so afterwards."""
         _check_window(window, sinks)
-        self.config.sliding_window, self.config.num_sinks = window, sinks
+        self.config = dataclasses.replace(
+            self.config, sliding_window=window, num_sinks=sinks
+        )
         for block in self.blocks:
             block.attention.window, block.attention.sinks = window, sinks
 
+    def _gqa_converted(self) -> None:
+        """Called by :func:`~attention_lib.convert_to_gqa` on the converted copy: the
+        config follows the layers' new ``Hkv``."""
+        (kv_heads,) = {block.attention.num_kv_heads for block in self.blocks}
+        self.config = dataclasses.replace(self.config, num_kv_heads=kv_heads)
+
     def forward(
-        self, tokens, kv_caches=None, need_weights: bool = False, last_only=False
+        self,
+        tokens,
+        kv_caches=None,
+        need_weights: bool = False,
+        last_only=False,
+        attention_mask=None,
+        position_ids=None,
     ):
         """``tokens (B, T)`` -> logits ``(B, T, V)`` (see the class docstring);
         ``last_only=True``: the last position's logits only, ``(B, 1, V)`` (what
-        greedy decoding needs: a prompt's other rows would cost ``2 T E V`` FLOPs)."""
+        greedy decoding needs: a prompt's other rows would cost ``2 T E V`` FLOPs).
+
+        ``attention_mask``: None (every token real) or ``(B, K)`` with ``K =
+        len(cache) + T``, 1 = real token, 0 = padding, left padding only (a row's zeros
+        come first; it has at least one 1): anything else raises ``ValueError``. A
+        mask of ones is no mask. ``position_ids``: None or an integer ``(B, T)``, the
+        RoPE positions of this call's tokens (default: ``cumsum(mask) - 1`` over the
+        mask's row, 0 at padding; without a mask ``len(cache) .. len(cache) + T - 1``).
+        """
         if (
             not isinstance(tokens, torch.Tensor)
             or tokens.dim() != 2
@@ -517,19 +733,35 @@ class LlamaModel(nn.Module):
                 f"kv_caches: expected one cache per layer ({len(self.blocks)}), got "
                 f"{len(kv_caches)}"
             )
-        x = self.embedding(tokens)  # (B, T, E)
-        T = tokens.shape[1]
+        B, T = tokens.shape
         caches = [] if kv_caches is None else list(kv_caches)
         ok = all(isinstance(c, (KVCache, WindowKVCache)) for c in caches)
         starts = {len(c) for c in caches} if ok else set()
+        padding = None
+        if attention_mask is not None or position_ids is not None:
+            if len(starts) > 1 or not ok:
+                raise ValueError(
+                    "kv_caches: expected caches (KVCache or WindowKVCache) that all "
+                    f"hold the same number of positions, got lengths {sorted(starts)}"
+                    if ok
+                    else "kv_caches: expected KVCache or WindowKVCache objects, got "
+                    f"{sorted({type(c).__name__ for c in caches})}"
+                )
+            start = next(iter(starts), 0)
+            padding, position_ids = _padding_and_positions(
+                attention_mask, position_ids, B, start, T, tokens.device
+            )
+        x = self.embedding(tokens)  # (B, T, E)
         cos_sin = None  # every layer rotates at the same positions: compute once
-        if kv_caches is None or len(starts) == 1:
+        if position_ids is not None:
+            cos_sin = self.rope.cos_sin(position_ids, x.dtype)  # (B, T, d/2) each
+        elif kv_caches is None or len(starts) == 1:
             start = starts.pop() if starts else 0
             positions = torch.arange(start, start + T, device=tokens.device)
             cos_sin = self.rope.cos_sin(positions, x.dtype)  # (T, d/2) each
         for i, block in enumerate(self.blocks):
             cache = None if kv_caches is None else kv_caches[i]
-            x = block(x, cache, need_weights, cos_sin)
+            x = block(x, cache, need_weights, cos_sin, padding)
         if last_only:
             x = x[:, -1:]  # (B, 1, E)
         x = self.norm(x)
@@ -543,10 +775,19 @@ class LlamaModel(nn.Module):
 
     @torch.no_grad()
     def generate(
-        self, prompt, max_new_tokens: int, use_cache: bool = True, eos_id=None
+        self,
+        prompt,
+        max_new_tokens: int,
+        use_cache: bool = True,
+        eos_id=None,
+        attention_mask=None,
     ):
         """Greedy decoding: ``prompt (B, T)`` -> ``(B, T + n)``, ``n <= max_new_tokens``
-        (it stops early when every row has produced ``eos_id``)."""
+        (it stops early when every row has produced ``eos_id``).
+
+        ``attention_mask (B, T)``: prompts of different lengths, left-padded (1 = real
+        token, 0 = padding; see :meth:`forward`); each row's new tokens are those of
+        its prompt alone, as transformers' ``generate`` with the same padding."""
         if (
             isinstance(max_new_tokens, bool)
             or not isinstance(max_new_tokens, int)
@@ -568,15 +809,28 @@ class LlamaModel(nn.Module):
             raise ValueError(
                 f"prompt: expected a non-empty integer tensor (B, T), got {shape}"
             )
+        mask = None
+        if attention_mask is not None:
+            B, T = prompt.shape
+            padding, _ = _padding_and_positions(
+                attention_mask, None, B, 0, T, prompt.device
+            )
+            if padding is not None:  # a mask of ones is no mask
+                mask = attention_mask
         tokens = prompt
         caches = self.new_caches() if use_cache else None
         new = prompt
         done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
         for _ in range(max_new_tokens):
-            logits = self(new if use_cache else tokens, caches, last_only=True)
+            logits = self(
+                new if use_cache else tokens, caches, last_only=True,
+                attention_mask=mask,
+            )  # fmt: skip
             nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
             tokens = torch.cat([tokens, nxt], 1)
             new = nxt
+            if mask is not None:  # (B, K + 1): the new token is real
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], 1)
             if eos_id is not None:
                 done |= nxt[:, 0] == eos_id
                 if bool(done.all()):
@@ -602,7 +856,10 @@ class LlamaModel(nn.Module):
 
         Raises ``ValueError`` naming the missing or unexpected keys, or a shape that
         does not fit, before anything is copied. A rotate-half checkpoint loads into a
-        ``rope_layout="half"`` model only.
+        ``rope_layout="half"`` model only. A tied model (``tie_embeddings=True``)
+        accepts an ``lm_head.weight`` only if it equals the embedding (transformers
+        lists the tied tensor under both names); an untied one raises, since this
+        model could not use it.
         """
         if self.config.rope_layout != "half":
             raise ValueError(
@@ -629,6 +886,18 @@ class LlamaModel(nn.Module):
                 "unexpected keys "
                 f"{unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
             )
+        head = state_dict.get("lm_head.weight")
+        embedding = state_dict["model.embed_tokens.weight"]
+        if (
+            self.lm_head is None
+            and head is not None
+            and not (head.shape == embedding.shape and torch.equal(head, embedding))
+        ):
+            raise ValueError(
+                "load_hf_state_dict: this model ties its output layer to the embedding "
+                "(tie_embeddings=True), but the state dict's lm_head.weight is not "
+                "model.embed_tokens.weight; build the model with tie_embeddings=False"
+            )
         for hf, ours in plan.items():
             if state_dict[hf].shape != mine[ours].shape:
                 raise ValueError(
@@ -641,8 +910,25 @@ class LlamaModel(nn.Module):
 
     @staticmethod
     def config_from_hf(hf_config) -> LlamaConfig:
-        """A :class:`LlamaConfig` from a transformers Llama or Mistral config (5.x)."""
+        """A :class:`LlamaConfig` from a transformers Llama or Mistral config (5.x).
+
+        What this model does not implement raises ``ValueError``: another
+        ``hidden_act`` than SiLU, biases in the projections (``attention_bias``,
+        ``mlp_bias``), a ``head_dim`` other than ``hidden_size / num_attention_heads``.
+        """
         c = hf_config
+        act = getattr(c, "hidden_act", "silu")
+        if act not in ("silu", "swish"):  # the same function in transformers' ACT2FN
+            raise ValueError(
+                "config_from_hf: expected hidden_act 'silu' (the SwiGLU MLP this model "
+                f"implements), got {act!r}"
+            )
+        for flag in ("attention_bias", "mlp_bias"):
+            if getattr(c, flag, False):
+                raise ValueError(
+                    f"config_from_hf: expected {flag}=False (this model's projections "
+                    f"have no bias), got {flag}={getattr(c, flag)!r}"
+                )
         params = dict(getattr(c, "rope_parameters", None) or {})
         theta = params.pop("rope_theta", getattr(c, "rope_theta", 10000.0))
         scaling = params if params.get("rope_type", "default") != "default" else None

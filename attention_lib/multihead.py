@@ -358,7 +358,9 @@ def convert_to_gqa(
         of it with the pooled ``W_k`` and ``W_v`` (of its own class, a subclass
         included; a :class:`MultiHeadAttention` becomes a
         :class:`GroupedQueryAttention`); given any other module, a deep copy with every
-        attention layer inside converted.
+        attention layer inside converted (submodules the layers share, such as a
+        :class:`~attention_lib.LlamaModel`'s rotary embedding, stay shared, and a
+        ``LlamaModel``'s ``config.num_kv_heads`` follows).
     """
     if method not in ("mean", "first"):
         raise ValueError(
@@ -385,18 +387,23 @@ def convert_to_gqa(
             f"convert_to_gqa: {type(module).__name__} contains no "
             "GroupedQueryAttention layer"
         )
-    new_layers: dict[int, GroupedQueryAttention] = {}  # id(old layer) -> new layer
-    for _, layer in layers:  # convert all first: a bad num_kv_heads raises here
-        if id(layer) not in new_layers:
-            new_layers[id(layer)] = _convert_layer(layer, num_kv_heads, method)
-    for name, layer in layers:
-        parent_name, _, attr = name.rpartition(".")
-        setattr(converted.get_submodule(parent_name), attr, new_layers[id(layer)])
+    # The layers of our own copy are converted in place: what they share with the rest
+    # of the model (LlamaModel's one rotary embedding, say) stays shared, and a layer
+    # registered under two names is converted once. A bad num_kv_heads raises in the
+    # copy, which is dropped.
+    done: set[int] = set()
+    for _, layer in layers:
+        if id(layer) not in done:
+            done.add(id(layer))
+            _convert_layer(layer, num_kv_heads, method, in_place=True)
+    for m in converted.modules():
+        if hasattr(m, "_gqa_converted"):  # a model whose config names Hkv (LlamaModel)
+            m._gqa_converted()
     return converted
 
 
 def _convert_layer(
-    layer: GroupedQueryAttention, num_kv_heads: int, method: str
+    layer: GroupedQueryAttention, num_kv_heads: int, method: str, in_place=False
 ) -> GroupedQueryAttention:
     H, old_Hkv, d, E = (
         layer.num_heads,
@@ -410,8 +417,10 @@ def _convert_layer(
             f"{old_Hkv} key/value heads, got {num_kv_heads}"
         )
     # A copy of the layer (its class -- a subclass with a rotary embedding, say --,
-    # W_q, W_o, dropout, device, dtype, training mode) with new, pooled W_k and W_v.
-    new = copy.deepcopy(layer)
+    # W_q, W_o, dropout, device, dtype, training mode) with new, pooled W_k and W_v;
+    # in_place: the layer itself (one already in convert_to_gqa's copy of a model).
+    new = layer if in_place else copy.deepcopy(layer)
+    old_W = {name: getattr(layer, name) for name in ("W_k", "W_v")}
     new.num_kv_heads = num_kv_heads
     new.attention_weights = None
     if type(new) is MultiHeadAttention and num_kv_heads != H:
@@ -426,7 +435,7 @@ def _convert_layer(
 
     with torch.no_grad():
         for name in ("W_k", "W_v"):
-            old = getattr(layer, name)
+            old = old_W[name]
             fresh = nn.Linear(
                 E, num_kv_heads * d, bias=old.bias is not None,
                 device=old.weight.device, dtype=old.weight.dtype,

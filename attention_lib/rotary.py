@@ -227,7 +227,10 @@ def apply_rope(
 
     Args:
         x: ``(B, H, T, d)`` queries or keys of ``H`` heads at ``T`` positions.
-        cos, sin: ``(T, d/2)`` or ``(B, T, d/2)`` from :func:`rope_cos_sin`.
+        cos, sin: ``(T, d/2)`` from :func:`rope_cos_sin` (every row of the batch at
+            the same positions) or ``(B, T, d/2)`` (positions per row, e.g. a
+            left-padded batch), with ``x``'s ``B``; another shape raises
+            ``ValueError``.
         layout: ``"half"`` (pair ``i`` = ``x[i], x[i + d/2]``, transformers'
             ``q * cos + rotate_half(q) * sin``, bit for bit) or ``"interleaved"``
             (pair ``i`` = ``x[2i], x[2i + 1]``, GGUF / llama.cpp).
@@ -252,6 +255,11 @@ def apply_rope(
             f"shape {tuple(x.shape)}, got {tuple(cos.shape)}"
         )
     if cos.dim() == 3:
+        if cos.shape[0] != B:
+            raise ValueError(
+                f"cos/sin: expected shape (B, T, d/2) with B={B} for x of shape "
+                f"{tuple(x.shape)}, got {tuple(cos.shape)}"
+            )
         cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d/2): shared by the heads
     if layout == "half":
         cos2, sin2 = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)  # (.., T, d)

@@ -3,6 +3,7 @@ and MistralForCausalLM with the same weights, its caches, deliberate slips that 
 break the match, and the real SmolLM2-135M read from its GGUF file."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -319,3 +320,147 @@ def test_smollm2_tokenizer_round_trips_and_knows_the_chat_tokens(smollm2):
     assert tok.encode("12").ids == [tok.token_to_id("1"), tok.token_to_id("2")]
     assert tok.encode("<|im_start|>user").ids[0] == 1
     assert smollm2.tensor_types()["blk.0.attn_q.weight"] == "Q4_1"
+
+
+# ---- issue 29: the edges a user reaches first ----------------------------------------
+
+
+def _tiny_config(**kw):
+    return al.LlamaConfig(
+        vocab_size=50, num_hiddens=32, num_layers=2, num_heads=4, num_kv_heads=2,
+        ffn_hiddens=48, **kw,
+    )  # fmt: skip
+
+
+def _tiny(**kw):
+    torch.manual_seed(0)
+    return big_random_weights(LlamaModel(_tiny_config(**kw))).double().eval()
+
+
+def _window_state(cache):
+    return (
+        cache.keys.clone(),
+        cache.values.clone(),
+        cache.positions.clone(),
+        len(cache),
+    )
+
+
+def test_window_cache_refuses_keys_of_another_dtype_and_stays_unchanged():
+    cache = WindowKVCache(window=4, sinks=1)
+    k = torch.randn(1, 2, 6, 8)
+    cache.update(k, k)
+    before = _window_state(cache)
+    for bad in (k.double()[:, :, :1], k.half()[:, :, :1]):
+        with pytest.raises(ValueError, match="float32.*got torch.float(64|16)"):
+            cache.update(bad, bad)
+        with pytest.raises(ValueError, match="float32"):
+            cache.update(k[:, :, :1], bad)  # values of another dtype
+        after = _window_state(cache)
+        assert all(torch.equal(a, b) for a, b in zip(before[:3], after[:3]))
+        assert after[3] == before[3] == 6
+    # the same dtype still works afterwards
+    cache.update(k[:, :, :1], k[:, :, :1])
+    assert len(cache) == 7
+
+
+@torch.no_grad()
+def test_new_caches_refuses_a_window_the_attention_does_not_apply():
+    model = _tiny()
+    for kw in (dict(window=3), dict(window=3, sinks=1), dict(sinks=2)):
+        with pytest.raises(ValueError, match="set_window"):
+            model.new_caches(**kw)
+    assert model.config.sliding_window is None and model.config.num_sinks == 0
+    # the model's own window: the caches it asks for, and cached == full pass
+    model.set_window(3, sinks=1)
+    caches = model.new_caches(window=3, sinks=1)
+    assert isinstance(caches[0], WindowKVCache) and caches[0].window == 3
+    with pytest.raises(ValueError, match="window=3"):
+        model.new_caches(window=5)
+    x = torch.randint(0, 50, (1, 10))
+    steps = torch.cat([model(x[:, t : t + 1], caches) for t in range(10)], 1)
+    torch.testing.assert_close(steps, model(x), atol=1e-12, rtol=0)
+
+
+@torch.no_grad()
+def test_set_window_leaves_the_config_it_was_built_from_alone():
+    config = _tiny_config()
+    first = LlamaModel(config)
+    first.set_window(3)
+    assert config.sliding_window is None and config.num_sinks == 0
+    assert first.config.sliding_window == 3  # the model reports what it applies
+    second = big_random_weights(LlamaModel(config)).double()
+    assert second.config.sliding_window is None
+    assert all(b.attention.window is None for b in second.blocks)
+    x = torch.randint(0, 50, (1, 10))
+    caches = second.new_caches()
+    assert isinstance(caches[0], al.KVCache)
+    steps = torch.cat([second(x[:, t : t + 1], caches) for t in range(10)], 1)
+    torch.testing.assert_close(steps, second(x), atol=1e-12, rtol=0)
+    # a model keeps its own copy: changing the config afterwards changes no model
+    config.sliding_window = 2
+    assert second.config.sliding_window is None
+
+
+@torch.no_grad()
+def test_tied_model_refuses_an_untied_lm_head():
+    hf, _ = _hf_pair("llama", torch.float64)  # untied: lm_head != embedding
+    config = LlamaModel.config_from_hf(hf.config)
+    tied = LlamaModel(dataclasses.replace(config, tie_embeddings=True)).double()
+    before = copy.deepcopy(tied.state_dict())
+    with pytest.raises(ValueError, match="lm_head.weight.*tie"):
+        tied.load_hf_state_dict(hf.state_dict())
+    assert all(torch.equal(before[k], v) for k, v in tied.state_dict().items())
+    # a tied checkpoint (lm_head.weight is the embedding) loads
+    sd = dict(hf.state_dict())
+    sd["lm_head.weight"] = sd["model.embed_tokens.weight"].clone()
+    tied.load_hf_state_dict(sd)
+    assert torch.equal(tied.embedding.weight, sd["model.embed_tokens.weight"])
+
+
+@pytest.mark.parametrize("act", ["gelu", "relu", "gelu_pytorch_tanh"])
+def test_config_from_hf_refuses_an_activation_it_does_not_implement(act):
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, hidden_act=act,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=f"silu.*{act}"):
+        LlamaModel.config_from_hf(hf_cfg)
+    hf_cfg.hidden_act = "silu"
+    assert LlamaModel.config_from_hf(hf_cfg).num_kv_heads == 2
+
+
+@torch.no_grad()
+def test_convert_to_gqa_keeps_config_and_rope_consistent():
+    hf, ours = _hf_pair("llama", torch.float64)  # Hkv = 2
+    converted = al.convert_to_gqa(ours, 1)
+    assert ours.config.num_kv_heads == HKV  # the input is left alone
+    assert converted.config.num_kv_heads == 1
+    assert all(b.attention.num_kv_heads == 1 for b in converted.blocks)
+    # one rotary embedding, shared by the model and every block, as in a fresh model
+    assert all(b.attention.rope is converted.rope for b in converted.blocks)
+    converted.rope.layout = "interleaved"
+    assert converted.blocks[1].attention.rope.layout == "interleaved"
+    converted.rope.layout = "half"
+    x = torch.randint(0, V, (2, 12))
+    logits = converted(x)
+    assert (logits - ours(x)).abs().max() > 1e-3  # pooling changed the model
+    # a model rebuilt from the config holds the converted weights
+    rebuilt = LlamaModel(converted.config).double()
+    rebuilt.load_state_dict(converted.state_dict())
+    torch.testing.assert_close(rebuilt(x), logits, atol=0, rtol=0)
+    # and so does transformers' model built from to_hf()
+    back = {v: k for k, v in LlamaModel._HF_LAYER.items()}
+    sd = {
+        "model.embed_tokens.weight": converted.embedding.weight,
+        "model.norm.weight": converted.norm.weight,
+        "lm_head.weight": converted.lm_head.weight,
+    }
+    for name, p in converted.blocks.named_parameters():
+        i, rest = name.split(".", 1)
+        sd[f"model.layers.{i}.{back[rest]}"] = p
+    hf_cfg = converted.config.to_hf(max_position_embeddings=64)
+    hf_cfg._attn_implementation = "sdpa"
+    hf1 = transformers.LlamaForCausalLM(hf_cfg).double().eval()
+    hf1.load_state_dict(sd)
+    torch.testing.assert_close(hf1(x).logits, logits, atol=1e-12, rtol=0)

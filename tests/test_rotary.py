@@ -207,3 +207,12 @@ def test_bad_input_raises_value_error(call, message):
         ValueError, match=message.replace("(", r"\(").replace(")", r"\)")
     ):
         call()
+
+
+def test_apply_rope_refuses_cos_sin_of_another_batch_size():
+    x = torch.randn(2, 3, 5, D)
+    cos, sin = al.rope_cos_sin(torch.arange(15).view(3, 5), al.rope_frequencies(D)[0])
+    with pytest.raises(ValueError, match=r"B=2.*\(3, 5, 8\)"):
+        al.apply_rope(x, cos, sin)
+    y = al.apply_rope(x, cos[:2], sin[:2])  # the batch size that fits
+    assert y.shape == x.shape
