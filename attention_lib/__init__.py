@@ -8,6 +8,7 @@ width); boolean masks mean True = keep, as in
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
 
+from . import exercises  # al.exercises.check: the self-checking exercises
 from .cache import KVCache
 from .decoder import DecoderBlock, TinyDecoder
 from .gguf_loader import GGUFFile, smollm2_path
