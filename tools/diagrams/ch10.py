@@ -242,7 +242,15 @@ def draw_split_k(path):
     for c in range(chunks):
         x = cx0 + c * (cw + gap)
         cache = d.box(x, 8.4, cw, 1.7, f"keys, values {c}", role="key", shape="T / 4")
-        att = d.box(x, 3.6, cw, 2.2, "attention", role="weight", shape=f"o{c}, L{c}")
+        att = d.box(
+            x,
+            3.6,
+            cw,
+            2.2,
+            "attention",
+            role="weight",
+            shape=f"$\\mathbf{{o}}_{c}$, $L_{c}$",
+        )
         d.arrow((x + cw * 0.3, bus_q), (x + cw * 0.3, att["top"][1]))
         d.arrow((x + cw * 0.7, cache["bottom"][1]), (x + cw * 0.7, att["top"][1]))
         d.line([att["bottom"], (att["bottom"][0], bus_o)])
@@ -252,7 +260,7 @@ def draw_split_k(path):
     d.text(
         (first + last) / 2,
         1.05,
-        "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c):  exact",
+        r"$\mathbf{o} = \sum_c e^{L_c - L}\, \mathbf{o}_c, \quad L = \log \sum_c e^{L_c}$:  exact",
         size=SHAPE_SIZE + 0.5,
     )
     d.text(

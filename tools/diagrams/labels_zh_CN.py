@@ -253,7 +253,7 @@ LABELS = {
     "keys, values 1": "第 1 段的键和值",
     "keys, values 2": "第 2 段的键和值",
     "keys, values 3": "第 3 段的键和值",
-    "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c):  exact": "o = Σ_c exp(L_c − L) o_c,   L = log Σ_c exp(L_c)：结果精确",
+    r"$\mathbf{o} = \sum_c e^{L_c - L}\, \mathbf{o}_c, \quad L = \log \sum_c e^{L_c}$:  exact": r"$\mathbf{o} = \sum_c e^{L_c - L}\, \mathbf{o}_c, \quad L = \log \sum_c e^{L_c}$：结果精确",
     "the cache of T tokens, split into 4 chunks (each attended independently)": "T 个词元的缓存，分成 4 段（各段独立计算注意力）",
     # -- chapter 12
     "What one token leaves in the cache of one layer": "一个词元在一层的缓存中留下什么",
