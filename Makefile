@@ -6,19 +6,21 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help setup test long-tests unit notebooks portability book translations zh-notebooks pdf execute diagrams bench clean browser-deps
+.PHONY: help setup test long-tests unit notebooks portability book translations zh-notebooks practice pdf execute diagrams bench clean browser-deps
 
 help:
-	@echo "make book      build the website into _build/html (creates .venv on first use)"
+	@echo "make book      build the website into _build/html (creates .venv on first use, or adds the maintainers' tools to a learner's)"
 	@echo "make test      run every test: library, notebooks (nbval), site"
-	@echo "make long-tests  the seed sweeps and fresh learner/Colab environments (~3 min; CI runs them)"
-	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (~11 min)"
+	@echo "make long-tests  the slow checks: seed sweeps, fresh learner/Colab environments, the Chinese notebooks under nbval (CI runs them)"
+	@echo "make portability  every chapter under nbval on other CPUs' kernels, 2 threads, a busy machine (CI runs it)"
 	@echo "make translations  after an English edit: update the Chinese catalogs in locales/"
 	@echo "make zh-notebooks  after translating: rewrite the Chinese notebooks chapters/zh_CN/ from the catalogs (runs a chapter again only where its Chinese plots are stale)"
+	@echo "make practice  after make execute / make zh-notebooks: rewrite the practice copies chapters/practice/ and chapters/zh_CN/practice/ (no solutions, no outputs)"
 	@echo "make pdf       the whole book as one PDF, English and Chinese (_build/pdf/attention-course{,.zh_CN}.pdf, also copied into the site)"
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
 	@echo "make bench     speed and memory benchmarks (not part of make test)"
+	@echo "How long each target takes: README.md, \"Measured\"."
 
 # The maintainers' environment: the learner's pins (requirements.txt) plus the site and test tools
 # (requirements-dev.txt), d2l (the tests' reference) without its old pins, and attention_lib in editable mode.
@@ -38,7 +40,11 @@ NBVAL_RUN := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanit
 # and the setup cell's switch to Chinese plots (tests/test_zh_notebooks.py checks that), and store the
 # English outputs: make test runs each chapter once under nbval, in English; make long-tests runs the
 # Chinese notebooks (tests/conftest.py marks them slow), which needs a CJK font (browser-deps).
-NBVAL := $(NBVAL_RUN) --ignore=chapters/zh_CN
+NBVAL := $(NBVAL_RUN) --ignore=chapters/zh_CN --ignore=chapters/practice
+# The practice copies (chapters/practice/, chapters/zh_CN/practice/: make practice) store no outputs, so
+# nbval has nothing to compare there: tests/test_practice.py checks they are current (make test) and runs
+# the English ones top to bottom (make long-tests).
+PRACTICE := --ignore=chapters/practice --ignore=chapters/zh_CN/practice
 # Notebooks run single-threaded, both when their outputs are stored (make execute) and when nbval re-runs
 # them: float reductions then do not depend on the machine's core count, and two nbval workers do not
 # oversubscribe two cores (tiny-tensor loops slow down many times under OpenMP contention).
@@ -65,7 +71,7 @@ test: book browser-deps
 # Some of them (the Chinese pages on a phone) read the built site: built here if make test has not.
 long-tests: $(STAMP) browser-deps
 	@test -f _build/html/index.html || $(MAKE) book
-	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters/zh_CN $(NBVAL_RUN) -m slow
+	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters/zh_CN $(NBVAL_RUN) $(PRACTICE) -m slow
 
 unit: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) tests --ignore=tests/integration
@@ -88,7 +94,7 @@ notebooks: $(STAMP)
 # Every chapter re-executed under nbval (the flags above) in a matrix that emulates other computers on this
 # one: ATEN_CPU_CAPABILITY=default, =avx2 and the machine's own, MKL_ENABLE_INSTRUCTIONS=AVX2, 2 threads, and
 # a CPU-burning process on every core. Prints a configuration x chapter table; fails if any cell differs.
-# About 11 min on two cores (tools/portability.py --help). CI runs it after make test and make long-tests.
+# Its time: README, "Measured" (tools/portability.py --help). CI runs it after make test and make long-tests.
 portability: $(STAMP)
 	$(PY) tools/portability.py --jobs $(JOBS)
 
@@ -129,7 +135,7 @@ diagrams: $(STAMP)
 # again, so an edit there would not reach the site. 中文版: the message templates (_build/gettext,
 # which tools/check_translations.py compares with locales/) and the Chinese site, built from the
 # catalogs in locales/zh_CN/ into _build/zh and copied into _build/html/zh (tools/build_book.py).
-# The three builds run side by side (two cores); about 30 s in all.
+# The three builds run side by side (two cores); how long: README, "Measured".
 book: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS)
 	@mkdir -p _build
 	@$(PY) tools/build_book.py zh > _build/zh.log 2>&1 & chinese=$$!; \
@@ -152,6 +158,12 @@ translations: $(STAMP)
 # the catalogs' Chinese markdown and Chinese diagrams (tools/make_zh_notebooks.py; --check in make test).
 zh-notebooks: $(STAMP)
 	$(PY) tools/make_zh_notebooks.py
+
+# The practice copies: every chapter (both editions) with its solutions and explanations taken out and its
+# outputs cleared, for a learner to write the exercises in (tools/make_practice.py). After make execute or
+# make zh-notebooks; make test fails on a stale copy.
+practice: $(STAMP)
+	$(PY) tools/make_practice.py
 
 # The whole book as one PDF, in each edition: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
 # Not part of `make test` (it takes longer than the test budget allows).

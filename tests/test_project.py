@@ -201,3 +201,15 @@ def test_every_other_mention_of_the_repository_matches_config():
         text = (ROOT / rel).read_text()
         for found in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", text):
             assert found == url, f"{rel} mentions {found}, but _config.yml says {url}"
+
+
+def test_the_landing_page_lists_every_chapter():
+    """book/intro.md's chapter list links every chapter, in order (it once stopped at
+    chapter 10 of 12): a new chapter is one line there."""
+    intro = (ROOT / "book" / "intro.md").read_text()
+    listed = re.findall(
+        r"^\d+\. \*\*\[[^\]]+\]\(\.\./chapters/([\w.-]+\.ipynb)\)", intro, re.M
+    )
+    assert listed == [p.name for p in CHAPTERS], (
+        f"book/intro.md lists {listed}; chapters/ holds {[p.name for p in CHAPTERS]}"
+    )
