@@ -709,6 +709,8 @@ class LlamaModel(nn.Module):
         mask of ones is no mask. ``position_ids``: None or an integer ``(B, T)``, the
         RoPE positions of this call's tokens (default: ``cumsum(mask) - 1`` over the
         mask's row, 0 at padding; without a mask ``len(cache) .. len(cache) + T - 1``).
+        That default is what transformers' ``generate`` passes; its ``forward`` alone
+        defaults to the slots, so pass the same ``position_ids`` to compare one pass.
         """
         if (
             not isinstance(tokens, torch.Tensor)
