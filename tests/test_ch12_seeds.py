@@ -9,6 +9,10 @@ them. One module-scoped fixture trains every model with every seed once, for cha
 200 steps, and records the test accuracy after 100 steps (what the chapter shows; the
 batches are the same, so it is what a 100-step run gives) and after 200; each test then
 checks one claim of the chapter over all the seeds.
+
+Seeds 5..9 are left out to keep `make long-tests` short; run once with this module's code
+(2026-11-27, for the fifth reading), every claim held there too, 100-step accuracies
+GQA 0.90-0.97, MLA r = 28 0.66-1.00, MQA 0.71-0.94, MLA r = 12 0.47-0.76 (each below MQA).
 """
 
 from __future__ import annotations

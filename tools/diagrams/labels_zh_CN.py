@@ -269,7 +269,7 @@ LABELS = {
     "latent cache": "潜在向量缓存",
     "dot product with every row": "与每一行做点积",
     r"$W_o$ (all heads)": r"$W_o$（所有头）",
-    "never built: a key or a value of any cached token": "从不构建：任何已缓存词元的键或值",
+    "never built: a key or a value of any cached token": "任何已缓存词元的键和值都无需构建",
     "latent": "潜在向量",
     "rotary key": "旋转键",
     "weight matrix": "权重矩阵",
