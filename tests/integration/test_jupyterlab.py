@@ -12,7 +12,9 @@ stored outputs are shown) and the test fails on
   ``{cite}`` or ``:::``),
 * an answer shown before the reader opens it: a solution (a ``hide-cell`` code cell) whose
   code or output is visible, or an explanation (``<details class="explanation">``) that
-  is open or shows its text.
+  is open or shows its text,
+* a notebook that JupyterLab changes by opening it: marked modified, or metadata that its
+  model holds otherwise than the file (it would save them, and autosave does).
 
 The Chinese notebooks (chapters/zh_CN/, tools/make_zh_notebooks.py) are opened in the same
 JupyterLab page after the English ones, with the same checks, and they must show Chinese:
@@ -118,7 +120,12 @@ OPEN_AND_INSPECT = """async (path) => {
             }
         }
     });
-    return {cells: cells.length, images, raw, shown, prose, summaries,
+    // what JupyterLab would save: the notebook's and each cell's metadata as its model
+    // holds them once opened (it adds what it finds missing, e.g. a folded cell's collapsed)
+    const model = widget.context.model.toJSON();
+    const saved = {metadata: model.metadata, cells: model.cells.map(c => c.metadata),
+                   dirty: widget.context.model.dirty};
+    return {cells: cells.length, images, raw, shown, prose, summaries, saved,
             unrendered: cells.filter(c => c.model.type === 'markdown' && !c.rendered).length};
 }"""
 
@@ -256,7 +263,37 @@ def inspect(page, path: str) -> tuple[dict, list[str]]:
         problems.append(f"{path}: raw markup shown: {seen['raw'][:3]}")
     if seen["shown"]:
         problems.append(f"{path}: answers shown before opened: {seen['shown'][:3]}")
+    problems += changed_by_opening(path, seen["saved"])
     return seen, problems
+
+
+def changed_by_opening(path: str, saved: dict) -> list[str]:
+    """Opening a chapter must not modify it (a contributor who only read chapters found
+    them all in ``git status``): the metadata JupyterLab holds once it has opened the
+    notebook -- and would save -- is the stored metadata. (The kernelspec JupyterLab writes
+    once a kernel starts, which this test does not start, is tests/test_portable.py's.)"""
+    stored = json.loads((ROOT / "chapters" / path).read_text(encoding="utf-8"))
+    # the server drops what is transient before it writes (nbformat's strip_transient)
+    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+        saved["metadata"].pop(key, None)
+    for metadata in saved["cells"]:
+        metadata.pop("trusted", None)
+    if saved["dirty"]:
+        return [f"{path}: marked modified as soon as it was opened"]
+    if saved["metadata"] != stored["metadata"]:
+        return [f"{path}: JupyterLab changes the notebook's metadata on opening it"]
+    changed = [
+        f"cell {i}: {sorted(set(now) ^ set(c['metadata']))} "
+        f"{[k for k in now if now.get(k) != c['metadata'].get(k)][:3]}"
+        for i, (now, c) in enumerate(zip(saved["cells"], stored["cells"]))
+        if now != c["metadata"]
+    ]
+    if changed:
+        return [
+            f"{path}: JupyterLab changes cell metadata on opening it, so saving it "
+            f"rewrites the file (python tools/hide_answers.py): {changed[:3]}"
+        ]
+    return []
 
 
 def test_every_chapter_in_jupyterlab(lab):
