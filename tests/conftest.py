@@ -28,6 +28,7 @@ LONGEST_FIRST = [
     "chapters/09_watch_attention_learn.ipynb",  # 65: three small models trained
     "tests/integration/test_jupyterlab.py",  # 65: JupyterLab over every chapter
     "chapters/11_attention_in_a_real_model.ipynb",  # 40: SmolLM2
+    "chapters/13_linear_attention.ipynb",  # 55: five small models trained
     "chapters/12_multi_head_latent_attention.ipynb",  # 30
 ]
 

@@ -274,6 +274,34 @@ LABELS = {
     "rotary key": "旋转键",
     "weight matrix": "权重矩阵",
     "head output": "头的输出",
+    # -- chapter 13
+    "One causal step, two ways": "同一个因果步骤的两种算法",
+    "softmax attention: a kernel smoother": "softmax 注意力：核平滑器",
+    "linear attention: a recurrence": "线性注意力：递推",
+    "grows by one row a token: (T, d) keys and values": "每个词元增加一行：(T, d) 的键和值",
+    "state and output": "状态和输出",
+    "state $S$": "状态 $S$",
+    r"write: $S \leftarrow S + v_t\,\phi(k_t)^\top$, $z \leftarrow z + \phi(k_t)$": (
+        r"写入：$S \leftarrow S + v_t\,\phi(k_t)^\top$，$z \leftarrow z + \phi(k_t)$"
+    ),
+    r"read: $o_t = S\,\phi(q_t)\,/\,(z \cdot \phi(q_t))$": (
+        r"读出：$o_t = S\,\phi(q_t)\,/\,(z \cdot \phi(q_t))$"
+    ),
+    "fixed size: the same after 10 tokens or a million": "大小固定：10 个词元之后和一百万个词元之后一样",
+    "read": "读出",
+    "The delta rule: read, compare, write the correction": "delta 规则：读出、比较、写入修正",
+    "decay gate": "衰减门",
+    "(optional)": "（可选）",
+    "error": "误差",
+    "new $S$": "新的 $S$",
+    "with a = 1, β = 1 and |k| = 1, the new S returns exactly v for k": (
+        "当 a = 1、β = 1 且 |k| = 1 时，新的 S 对 k 恰好返回 v"
+    ),
+    r"additive rule instead: $a\,S + v\,k^\top$ (nothing is read)": (
+        r"换成加法规则：$a\,S + v\,k^\top$（不读出任何东西）"
+    ),
+    "state": "状态",
+    "correction": "修正",
     # -- chapter 11
     "A sliding window of W = 4 keys plus S = 2 sink tokens": "W = 4 个键的滑动窗口，加上 S = 2 个锚点词元",
     "key position j": "键的位置 j",
