@@ -166,8 +166,11 @@ practice: $(STAMP)
 	$(PY) tools/make_practice.py
 
 # The whole book as one PDF, in each edition: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
-# Not part of `make test` (it takes longer than the test budget allows).
-pdf: book browser-deps
+# Not part of `make test` (it takes longer than the test budget allows). The PDFs come from their own single-page
+# builds, not from the website: the site (where each PDF is copied, for its download link) is built first only if it
+# is not there yet, so `make book && make pdf` builds it once.
+pdf: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS) browser-deps
+	@test -f _build/html/index.html || $(MAKE) book
 	$(PY) tools/build_pdf.py
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration/pdf_book_check.py
 

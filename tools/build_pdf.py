@@ -21,9 +21,13 @@ use prints it (Playwright's page.pdf). Before printing, the page is made a book:
 
 Then pypdf writes the outline (bookmarks): one per chapter, one per section under it,
 named by the heading's text with its math as plain text (TeX's spacing: `\\sqrt d` is
-"√d"). ``check_pdf`` reads the result back and lists what is wrong (an outline that does
-not match the contents, a stray space in a title, a Chinese outline that is not Chinese,
-a font not embedded, a link to a local address); `make pdf` fails on any.
+"√d", `\\mathbf q^\\top` is "qᵀ"), each going to its heading. Every page of the site has its
+own ids "summary", "exercises" ...: in the single page a repeated id gets its page's name in
+front, and that page's links follow it. ``check_pdf`` reads the result back and lists what
+is wrong (an outline that does not match the contents, an entry or bookmark that lands
+outside its own chapter -- chapters found by their title pages in the printed text --, a
+stray space or raw TeX in a title, a Chinese outline that is not Chinese, a font not
+embedded, a link to a local address, a web-only label); `make pdf` fails on any.
 
     python tools/build_pdf.py [--edition en|zh_CN] [--no-build]   # default: both editions
     python tools/build_pdf.py --check [--edition en|zh_CN]         # only check the PDFs
@@ -38,6 +42,7 @@ page's "Download the whole book (PDF)" link of that edition is turned on
 import functools
 import http.server
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -146,13 +151,26 @@ PREPARE = r"""(opts) => {
         kappa:'κ',lambda:'λ',mu:'μ',pi:'π',rho:'ρ',sigma:'σ',tau:'τ',phi:'φ',omega:'ω',
         Omega:'Ω',Sigma:'Σ',top:'⊤',cdot:'·',times:'×',le:'≤',leq:'≤',ge:'≥',geq:'≥',
         ldots:'…',dots:'…',to:'→',rightarrow:'→',infty:'∞',approx:'≈',sqrt:'√',in:'∈'};
+    // superscripts and subscripts as Unicode's small letters where every character has one
+    // (n^2: n², H_{kv}: Hₖᵥ, q^\top: qᵀ), else as written (W^Q)
+    const SUP = {'0':'⁰','1':'¹','2':'²','3':'³','4':'⁴','5':'⁵','6':'⁶','7':'⁷','8':'⁸','9':'⁹',
+        '+':'⁺','-':'⁻','⊤':'ᵀ','T':'ᵀ','n':'ⁿ','i':'ⁱ'};
+    const SUB = {'0':'₀','1':'₁','2':'₂','3':'₃','4':'₄','5':'₅','6':'₆','7':'₇','8':'₈','9':'₉',
+        '+':'₊','-':'₋','a':'ₐ','e':'ₑ','h':'ₕ','i':'ᵢ','j':'ⱼ','k':'ₖ','l':'ₗ','m':'ₘ','n':'ₙ',
+        'o':'ₒ','p':'ₚ','r':'ᵣ','s':'ₛ','t':'ₜ','u':'ᵤ','v':'ᵥ','x':'ₓ'};
+    const FONTS = new Set(['mathbf', 'mathrm', 'mathit', 'mathcal', 'mathbb', 'boldsymbol']);
+    const script = (mark, x, table) =>
+        [...x].every(c => table[c]) ? [...x].map(c => table[c]).join('') : mark + x;
     const plainTex = (t) => t
-        .replace(/\\(?:mathbf|mathrm|mathit|text|textrm|operatorname|boldsymbol)\s*\{([^{}]*)\}/g, '$1')
+        .replace(/\\(?:mathbf|mathrm|mathit|mathcal|mathbb|text|textrm|operatorname|boldsymbol)\s*\{([^{}]*)\}/g, '$1')
         .replace(/\\sqrt\s*\{([^{}]*)\}/g, (m, x) => '√' + (x.length > 1 ? '(' + x + ')' : x))
         // a control word ends at its last letter and TeX drops the spaces after it
-        // (\sqrt d is √d, not √ d)
-        .replace(/\\([A-Za-z]+)\s*/g, (m, w) => GREEK[w] !== undefined ? GREEK[w] : w)
+        // (\sqrt d is √d, not √ d); a font command without braces applies to the next
+        // letter (\mathbf q is q)
+        .replace(/\\([A-Za-z]+)\s*/g, (m, w) => GREEK[w] !== undefined ? GREEK[w] : FONTS.has(w) ? '' : w)
         .replace(/\\[,;!]/g, ' ')
+        .replace(/\^\s*(?:\{([^{}]*)\}|(\S))/g, (m, a, b) => script('^', a ?? b, SUP))
+        .replace(/_\s*(?:\{([^{}]*)\}|(\S))/g, (m, a, b) => script('_', a ?? b, SUB))
         .replace(/[{}]/g, '');
     const textOf = (node) => {
         if (node.nodeType === Node.TEXT_NODE) return node.data;
@@ -166,14 +184,67 @@ PREPARE = r"""(opts) => {
     // --- web-only things (the theme's print-only page title: the title page replaces it)
     document.getElementById('jb-print-docs-body')?.remove();
     document.querySelectorAll('a.headerlink').forEach(a => a.remove());
+    // a solution is printed open under a plain label: its <summary> stays (a <details> without
+    // one gets the browser's own "▼ Details" above it), with the label as its only text
     document.querySelectorAll('details').forEach(d => {
         d.open = true;
-        const summary = d.querySelector(':scope > summary');
-        if (!summary) return;
-        const label = document.createElement('p');
-        label.className = 'course-print-label';
-        label.textContent = d.classList.contains('explanation') ? opts.labels.explanation : opts.labels.solution;
-        summary.replaceWith(label);
+        let summary = d.querySelector(':scope > summary');
+        if (!summary) {
+            summary = document.createElement('summary');
+            d.prepend(summary);
+        }
+        summary.className = 'course-print-label';
+        summary.removeAttribute('aria-label');
+        summary.textContent = d.classList.contains('explanation') ? opts.labels.explanation : opts.labels.solution;
+    });
+
+    // --- one element per id. Every page has its own sections "terms-english", "summary",
+    // "exercises", and the single page holds every page after the other (each after a
+    // <span id="document-NAME">): the contents, the outline and the links all went to the
+    // first page's. A repeated id gets its page's name in front ("chapters-02_x--summary"),
+    // and the links of that page to it follow. (Sphinx's single page writes every link to
+    // another page's section as "#id": which page it meant is lost there; a link of a page
+    // to an id it does not hold itself goes to the first element with it.)
+    const pageOfLink = new Map();
+    const renamed = new Map();  // page -> Map(id -> its new id)
+    const seen = new Set();
+    let current = '';
+    article.querySelectorAll('[id], a[href]').forEach(e => {
+        if (e.closest('svg, mjx-container')) return;
+        if (e.id.startsWith('document-')) {
+            current = e.id.slice('document-'.length);
+            seen.add(e.id);
+        }
+        if (e.tagName === 'A' && e.hasAttribute('href')) pageOfLink.set(e, current);
+        if (!e.id || e.id.startsWith('document-')) return;
+        if (seen.has(e.id)) {
+            const fresh = current.replace(/[^A-Za-z0-9_-]+/g, '-') + '--' + e.id;
+            if (!renamed.has(current)) renamed.set(current, new Map());
+            renamed.get(current).set(e.id, fresh);
+            e.id = fresh;
+        }
+        seen.add(e.id);
+    });
+    const everyRename = new Map();  // id -> its new ids, all pages
+    renamed.forEach(ids => ids.forEach((fresh, id) => {
+        everyRename.set(id, [...(everyRename.get(id) || []), fresh]);
+    }));
+    pageOfLink.forEach((pageName, a) => {
+        let url;
+        try { url = new URL(a.getAttribute('href'), location.href); } catch (e) { return; }
+        if (url.origin !== location.origin || !url.hash) return;
+        const id = decodeURIComponent(url.hash.slice(1));
+        let fresh = renamed.get(pageName)?.get(id);
+        // a link to an id that the first page holding it gives to a citation in its text
+        // (the landing page's "[Nadaraya, 1964]" spans are id1-id5, as are the bibliography's
+        // entries) means the bibliography's entry
+        const first = document.getElementById(id);
+        if (!fresh && first && first.matches('.bibtex-citation')) {
+            const entries = (everyRename.get(id) || []).filter(
+                other => document.getElementById(other)?.matches('.citation'));
+            if (entries.length === 1) fresh = entries[0];
+        }
+        if (fresh) a.setAttribute('href', '#' + fresh);
     });
     document.querySelectorAll('.copybtn, .course-wide-hint, .toggle-details').forEach(e => e.remove());
 
@@ -210,6 +281,13 @@ PREPARE = r"""(opts) => {
         });
         pre.innerHTML = lines.join('');
     });
+    // a short code cell or output is not split over two pages (a box split before its first
+    // line left an empty box at the foot of a page and the code on the next)
+    document.querySelectorAll('.bd-article pre').forEach(pre => {
+        // the whole bordered box: a notebook cell's input or output, else the code block
+        const box = pre.closest('.cell_input, .cell_output') || pre.closest('div[class*="highlight-"]') || pre;
+        if (pre.querySelectorAll('.course-line').length <= opts.keepLines) box.classList.add('course-keep');
+    });
 
     // --- the contents: every page of the site and its sections. The single page nests the
     // pages the landing page lists under it (a chapter's title is an h2 there, its sections
@@ -230,7 +308,9 @@ PREPARE = r"""(opts) => {
         // (locales/zh_CN/config.yml course_page_titles: "API 参考（英文）")
         const title = (level === 1 && opts.pageTitles[doc]) || clean(e);
         if (!id || !title) return;
-        toc.push({id, title, level});
+        const entry = {id, title, level};
+        if (title !== clean(e)) entry.heading = clean(e);  // the title printed on its page
+        toc.push(entry);
         if (level === 1 && section && toc.length > 1) section.classList.add('course-new-page');
     });
 
@@ -291,8 +371,14 @@ BOOK_CSS = """
 .course-toc-page { flex: 0 0 auto; min-width: 2.5rem; text-align: right; font-variant-numeric: tabular-nums; }
 section.course-new-page { break-before: page; }
 .course-print-label { font-weight: 700; font-size: 0.85rem; margin: 0.4rem 0 0.2rem; }
-details > summary { display: none !important; }
+details > summary.course-print-label { display: block !important; list-style: none !important;
+    border: 0 !important; padding: 0 !important; background: none !important;
+    color: inherit !important; font-weight: 700 !important; }
+details > summary.course-print-label::before,
+details > summary.course-print-label::after { content: none !important; display: none !important; }
+details > summary.course-print-label::-webkit-details-marker { display: none; }
 pre .course-line { display: block; white-space: pre-wrap; }
+.course-keep { break-inside: avoid; }
 """
 
 
@@ -418,6 +504,8 @@ def book_titles(edition: str) -> dict:
         "labels": settings["labels"],
         "root": root_doc(),
         "pageTitles": {},
+        # code cells and outputs up to this many lines are kept on one page
+        "keepLines": 30,
     }
     if edition == "zh_CN":
         titles.update(
@@ -463,6 +551,7 @@ def print_pdf(edition: str) -> list[dict]:
             page.wait_for_timeout(500)
             toc = page.evaluate(PREPARE, book_titles(edition))
             page.evaluate(SCALE_WIDE_MATH)
+            page.evaluate(TIGHTEN_SHORT_TAILS)
             out.parent.mkdir(parents=True, exist_ok=True)
             first = out.with_suffix(".pass1.pdf")
             page.pdf(path=str(first), **PDF_OPTIONS)
@@ -478,12 +567,16 @@ def print_pdf(edition: str) -> list[dict]:
             browser.close()
     finally:
         server.shutdown()
-    final = destination_pages(out)
-    moved = [e["id"] for e in toc if final.get(e["id"]) != pages.get(e["id"])]
+    final = destinations(out)
+    moved = [
+        e["id"] for e in toc if final.get(e["id"], [None])[0] != pages.get(e["id"])
+    ]
     if moved:
         raise SystemExit(f"page numbers moved between the two prints: {moved[:5]}")
     for entry in toc:
-        entry["page"] = final.get(entry["id"])
+        entry["page"], left, top = final.get(entry["id"], (None, None, None))
+        if top is not None:
+            entry["left"], entry["top"] = float(left or 0), float(top)
     return toc
 
 
@@ -499,6 +592,43 @@ SCALE_WIDE_MATH = """() => {
     });
 }"""
 
+TIGHTEN_SHORT_TAILS = r"""() => {
+    // a wrapped code line whose last row holds only one or two characters (a lone closing
+    // quote under a long string) is set a little tighter, so that they fit on the row before
+    const range = document.createRange();
+    const tail = (line) => {
+        // the non-space characters on the line's last row, counted from its end
+        const texts = [];
+        const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+        while (walker.nextNode()) texts.push(walker.currentNode);
+        let row = null, count = 0;
+        for (let i = texts.length - 1; i >= 0; i--) {
+            for (let j = texts[i].length - 1; j >= 0; j--) {
+                if (/\s/.test(texts[i].data[j])) continue;
+                range.setStart(texts[i], j);
+                range.setEnd(texts[i], j + 1);
+                const top = Math.round(range.getBoundingClientRect().top);
+                if (row === null) row = top;
+                if (top !== row || count > 2) return count;
+                count++;
+            }
+        }
+        return count;
+    };
+    let tightened = 0;
+    document.querySelectorAll('pre .course-line').forEach(line => {
+        const height = line.getBoundingClientRect().height;
+        const rowHeight = parseFloat(getComputedStyle(line).lineHeight) || 16;
+        if (height < 1.5 * rowHeight || tail(line) > 2) return;
+        for (const spacing of ['-0.01em', '-0.02em', '-0.03em']) {
+            line.style.letterSpacing = spacing;
+            if (line.getBoundingClientRect().height < height - rowHeight / 2) { tightened++; return; }
+        }
+        line.style.letterSpacing = '';
+    });
+    return tightened;
+}"""
+
 PDF_OPTIONS = dict(
     format="A4",
     margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
@@ -511,37 +641,54 @@ PDF_OPTIONS = dict(
 )
 
 
-def destination_pages(pdf: Path) -> dict[str, int]:
-    """The page index (0-based) of every named destination (Chromium names one for each
-    #id that a link of the page points to: the table of contents points to every heading)."""
+def destinations(pdf: Path) -> dict[str, tuple]:
+    """(page index (0-based), left, top) of every named destination (Chromium names one
+    for each #id that a link of the page points to: the table of contents points to every
+    heading)."""
     from pypdf import PdfReader
 
     reader = PdfReader(pdf)
     out = {}
     for name, dest in reader.named_destinations.items():
         try:
-            out[str(name).lstrip("/")] = reader.get_destination_page_number(dest)
+            page = reader.get_destination_page_number(dest)
         except Exception:
             continue
+        out[str(name).lstrip("/")] = (page, dest.left, dest.top)
     return out
+
+
+def destination_pages(pdf: Path) -> dict[str, int]:
+    return {name: place[0] for name, place in destinations(pdf).items()}
 
 
 def add_outline(pdf: Path, toc: list[dict], edition: str) -> None:
     """One bookmark per chapter (and front-matter page), one per section under it."""
     from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import Fit
 
+    # pypdf, copying Chromium's PDF, warns "Object count 148147 exceeds defined trailer
+    # size 148099": the copy counts a few dozen objects more than the /Size of Chromium's
+    # trailer. It is a note on the input, not an error: pypdf writes a trailer of its own
+    # for the copy, and check_pdf reads the result back (pages, links, outline, fonts).
+    # That one message is not shown.
+    logging.getLogger("pypdf._writer").addFilter(
+        lambda record: "exceeds defined trailer size" not in record.getMessage()
+    )
     writer = PdfWriter(clone_from=PdfReader(pdf))
     parent = None
     for entry in toc:
         if entry.get("page") is None:
             raise SystemExit(f"no page for {entry['title']!r} (#{entry['id']})")
+        # to the heading itself, as the contents' link does (not the top of its page)
+        fit = Fit.xyz(entry["left"], entry["top"]) if "top" in entry else Fit.fit()
         if entry["level"] == 1:
             parent = writer.add_outline_item(
-                title=entry["title"], page_number=entry["page"]
+                title=entry["title"], page_number=entry["page"], fit=fit
             )
         else:
             writer.add_outline_item(
-                title=entry["title"], page_number=entry["page"], parent=parent
+                title=entry["title"], page_number=entry["page"], parent=parent, fit=fit
             )
     writer.page_mode = "/UseOutlines"
     titles = book_titles(edition)
@@ -553,6 +700,10 @@ def add_outline(pdf: Path, toc: list[dict], edition: str) -> None:
     )
 
 
+# TeX left in a title: a command's name without its backslash ("mathbfq^⊤mathbfM")
+RAW_TEX = re.compile(
+    r"math(?:bf|rm|it|cal|bb)|operatorname|boldsymbol|\b(?:frac|sqrt)\b"
+)
 LOCAL = re.compile(r"^(file:|https?://(127\.0\.0\.1|localhost|0\.0\.0\.0)[:/])")
 # A bookmark that reads badly: a doubled or a leading/trailing space, a space after a root
 # sign or inside brackets (TeX's spacing lost: "Why divide by √ d"), before punctuation.
@@ -603,6 +754,210 @@ def outline_of(pdf: Path) -> list[tuple[int, str, int]]:
     return walk(reader.outline, 1, [])
 
 
+FOOTER_LINE = re.compile(r"^\d+ / \d+$")
+
+
+def first_lines(texts: list[str]) -> list[str]:
+    """The first line of text of every page (its page number in the footer left out)."""
+    out = []
+    for text in texts:
+        lines = [
+            " ".join(line.split())
+            for line in text.splitlines()
+            if line.strip() and not FOOTER_LINE.match(line.strip())
+        ]
+        out.append(lines[0] if lines else "")
+    return out
+
+
+def contents_pages(texts: list[str], edition: str) -> range:
+    """The pages of the printed contents: the one after the title page that starts with
+    the contents' title, and those after it whose lines mostly end with a page number."""
+    firsts = first_lines(texts)
+    label = EDITIONS[edition]["labels"]["contents"]
+    if len(texts) < 2 or firsts[1] != label:
+        return range(1, 1)
+    end = 2
+    while end < len(texts):
+        lines = [
+            line.strip()
+            for line in texts[end].splitlines()
+            if line.strip() and not FOOTER_LINE.match(line.strip())
+        ]
+        if not lines or sum(bool(re.search(r"\s\d+$", x)) for x in lines) < 0.8 * len(
+            lines
+        ):
+            break
+        end += 1
+    return range(1, end)
+
+
+def page_ranges(toc: list[dict], texts: list[str], edition: str) -> dict:
+    """Where each top-level page of the book (a chapter, the setup page, ...) starts and
+    ends, read from the printed text, not from the contents' or the outline's links: each
+    starts on the first page after the contents and after the one before it that has its
+    title in its first lines ("Chapter 3. Masked softmax ..." or "第 3 章 ...", a title that
+    wraps: the start of it). Returns {index of its entry in toc: (first page, page after
+    its last)} for those found (every page of the site starts a new page)."""
+
+    def key(text: str) -> str:  # pypdf spaces CJK and math freely
+        return re.sub(r"\s+", "", text)
+
+    # a page's first lines (pypdf reads the bibliography's labels before its title)
+    heads = [
+        [key(line) for line in text.splitlines() if line.strip()][:10] for text in texts
+    ]
+    after = contents_pages(texts, edition).stop
+    starts = []
+    for index, entry in enumerate(toc):
+        if entry["level"] != 1:
+            continue
+        title = key(entry.get("heading") or entry["title"])
+        for number in range(after, len(texts)):
+            if any(
+                len(line) >= min(len(title), 8)
+                and (line.startswith(title) or title.startswith(line))
+                for line in heads[number]
+            ):
+                starts.append((index, number))
+                after = number + 1
+                break
+    ranges = {}
+    for (index, start), following in zip(starts, starts[1:] + [(None, len(texts))]):
+        ranges[index] = (start, following[1])
+    return ranges
+
+
+def check_targets(reader, toc: list[dict], texts: list[str], edition: str) -> list[str]:
+    """Every entry of the printed contents and every bookmark goes to a page of its own
+    chapter (page ranges from the printed text: ``page_ranges``), and no two entries of
+    different chapters (or pages) go to the same place. The contents' links are the
+    first internal links after the title page, one per entry in the contents' order."""
+    problems = []
+    settings = EDITIONS[edition]
+    ranges = page_ranges(toc, texts, edition)
+    tops = [i for i, e in enumerate(toc) if e["level"] == 1]
+    chapters = [i for i in tops if settings["chapter"].match(toc[i]["title"])]
+    missing = [toc[i]["title"] for i in chapters if i not in ranges]
+    if missing:
+        problems.append(f"no page starts with these chapters' titles: {missing[:3]}")
+    starts = [ranges[i][0] for i in chapters if i in ranges]
+    if starts != sorted(starts) or len(set(starts)) != len(starts):
+        problems.append(f"the chapters' title pages are out of order: {starts}")
+    owner = {}  # entry index -> its top-level entry's index
+    for index, entry in enumerate(toc):
+        if entry["level"] == 1:
+            top = index
+        owner[index] = top
+
+    def position(dest):
+        page = reader.get_destination_page_number(dest)
+        top = getattr(dest, "top", None)
+        return page, None if top is None else round(float(top))
+
+    named = reader.named_destinations
+    # the contents' links: internal links of the pages after the title page, in reading
+    # order; a title that wraps is one link per line with the same destination
+    links = []
+    for number in contents_pages(texts, edition):
+        page = reader.pages[number]
+        annots = [a.get_object() for a in page.get("/Annots") or []]
+        annots = [a for a in annots if a.get("/Dest") is not None]
+        annots.sort(key=lambda a: -float(a["/Rect"][3]))
+        for a in annots:
+            name = str(a["/Dest"])
+            if links and links[-1][1] == name and links[-1][0] == number:
+                continue
+            links.append((number, name))
+    if len(links) != len(toc):
+        problems.append(
+            f"{len(links)} links on the contents pages, {len(toc)} entries in the contents"
+        )
+    places = {}
+    for index, (entry, (_, name)) in enumerate(zip(toc, links)):
+        if name.lstrip("/") != entry["id"]:
+            problems.append(
+                f"contents entry {index} ({entry['title']!r}) links to {name}, not #{entry['id']}"
+            )
+            break
+        dest = named.get(name) or named.get("/" + name.lstrip("/"))
+        if dest is None:
+            problems.append(f"the contents' link to {name} goes nowhere")
+            continue
+        places.setdefault(position(dest), set()).add(owner[index])
+        problems += _outside(
+            index, entry, position(dest)[0], ranges, owner, toc, "contents"
+        )
+    for place, owners in places.items():
+        if len(owners) > 1:
+            problems.append(
+                f"contents entries of {len(owners)} pages go to the same place (page "
+                f"{place[0] + 1}): {[toc[o]['title'] for o in sorted(owners)][:4]}"
+            )
+    # the outline: its top-level bookmarks are toc's top-level entries, in order
+    places = {}
+    level1 = iter(tops)
+    top = None
+
+    def walk(items, level):
+        nonlocal top
+        for item in items:
+            if isinstance(item, list):
+                walk(item, level + 1)
+                continue
+            if level == 1:
+                top = next(level1, None)
+                index = top
+            else:
+                index = None
+            page = reader.get_destination_page_number(item)
+            if top is None:
+                problems.append(f"bookmark {item.title!r} beyond the contents' pages")
+                continue
+            places.setdefault(position(item), set()).add(top)
+            problems.extend(
+                _outside(
+                    index if index is not None else -1,
+                    {"title": item.title, "level": level},
+                    page,
+                    ranges,
+                    {-1: top, **owner},
+                    toc,
+                    "bookmark",
+                )
+            )
+
+    walk(reader.outline, 1)
+    for place, owners in places.items():
+        if len(owners) > 1:
+            problems.append(
+                f"bookmarks under {len(owners)} pages go to the same place (page "
+                f"{place[0] + 1}): {[toc[o]['title'] for o in sorted(owners)][:4]}"
+            )
+    return problems
+
+
+def _outside(index, entry, page, ranges, owner, toc, what) -> list[str]:
+    """``entry`` (of toc's top-level entry ``owner[index]``) goes to ``page`` (0-based):
+    outside that entry's pages?"""
+    top = owner[index]
+    if top not in ranges:
+        return []
+    first, after = ranges[top]
+    if entry["level"] == 1 and page != first:
+        return [
+            f"{what} {entry['title']!r} goes to page {page + 1}, its title is on page {first + 1}"
+        ]
+    if not first <= page < after:
+        return [
+            (
+                f"{what} {entry['title']!r} goes to page {page + 1}, outside its chapter "
+                f"{toc[top]['title']!r} (pages {first + 1}-{after})"
+            )
+        ]
+    return []
+
+
 def check_pdf(pdf: Path, edition: str = "en") -> list[str]:
     """What is wrong with the book: an outline that is not one bookmark per chapter with its
     sections under it, as the contents list them (no garbled, doubled or empty title, no
@@ -626,7 +981,7 @@ def check_pdf(pdf: Path, edition: str = "en") -> list[str]:
             f"chapters: {tops}"
         )
     for level, title, page in outline:
-        if not title.strip() or "\\" in title or "$" in title:
+        if not title.strip() or "\\" in title or "$" in title or RAW_TEX.search(title):
             problems.append(f"bookmark title {title!r}")
         if STRAY_SPACE.search(title):
             problems.append(f"bookmark title with a stray space: {title!r}")
@@ -678,9 +1033,10 @@ def check_pdf(pdf: Path, edition: str = "en") -> list[str]:
         problems.append(
             f"{len(local)} links to a local address, e.g. {sorted(local)[:3]}"
         )
-    text = "".join(
-        (reader.pages[i].extract_text() or "") for i in range(len(reader.pages))
-    )
+    texts = [(page.extract_text() or "") for page in reader.pages]
+    text = "".join(texts)
+    if toc is not None:
+        problems += check_targets(reader, toc, texts, edition)
     # (the code and its outputs are English: a fifth of the Chinese book's letters are
     # Chinese characters, none of the English book's)
     if edition == "zh_CN" and len(CJK.findall(text)) < 0.1 * len(
@@ -693,6 +1049,10 @@ def check_pdf(pdf: Path, edition: str = "en") -> list[str]:
     for label in settings["web_labels"]:
         if label in text:
             problems.append(f"web-only label printed: {label!r}")
+    # a <details> printed without its <summary>: the browser's own label above it
+    default = len(re.findall(r"^\s*[▼▶►]?\s*Details\s*$", text, re.MULTILINE))
+    if default:
+        problems.append(f"the browser's own label 'Details' printed {default} times")
     return problems
 
 

@@ -5,10 +5,18 @@ pytest from collecting it there).
 ``tools/build_pdf.py``'s ``check_pdf`` reads ``_build/pdf/attention-course.pdf`` and
 ``attention-course.zh_CN.pdf`` back with pypdf: one top-level bookmark per chapter (as many
 as _toc.yml has chapters) and front-matter page with its sections under it, exactly as the
-printed table of contents lists them (clean titles: no doubled words, no raw TeX, no stray
-space such as "√ d"; in the Chinese PDF, Chinese titles), a title page and the contents
-before the first chapter, every font embedded (the Chinese text's CJK fonts), no link to a
-local address (the print server), no web-only label ("Show solution", 显示答案) in the text.
+printed table of contents lists them (clean titles: no doubled words, no raw TeX such as
+"mathbfq", no stray space such as "√ d"; in the Chinese PDF, Chinese titles), a title page
+and the contents before the first chapter, every font embedded (the Chinese text's CJK
+fonts), no link to a local address (the print server), no web-only label ("Show solution",
+显示答案, the browser's own "Details") in the text.
+
+And every entry of the printed contents and every bookmark lands on a page of its own
+chapter, no two of different chapters on the same place (``check_targets``): the chapters'
+pages are found in the printed text (the page that starts with "Chapter 3. ..." / "第 3 章
+..."), not taken from the outline or the contents, which both came from the same ids. (The
+outline once matched the contents while both sent every chapter's "Terms", "Summary" and
+"Exercises" to chapter 1: twelve pages of the single-page book had the same ids.)
 """
 
 import json
@@ -61,3 +69,22 @@ def test_the_check_finds_a_stray_space():
     assert build_pdf.STRAY_SPACE.search("Chapter 3.  Masked softmax")
     assert not build_pdf.STRAY_SPACE.search("5.2 Why divide by √d")
     assert not build_pdf.STRAY_SPACE.search("第 5 章 缩放点积注意力")
+
+
+@pytest.mark.parametrize("edition", list(build_pdf.EDITIONS))
+def test_every_chapter_names_its_closing_sections_alike(edition):
+    """The sections every chapter ends with ("Terms (English – 中文)", "Summary",
+    "Exercises": one id in every page, prefixed by its page's name in the book) have the
+    same title in every chapter (the Chinese edition once had 术语（English – 中文） in one
+    chapter and 术语（英文 – 中文） in the others)."""
+    toc = json.loads(
+        build_pdf.EDITIONS[edition]["out"].with_suffix(".toc.json").read_text("utf-8")
+    )
+    titles = {}
+    for entry in toc:
+        if entry["level"] == 2:
+            titles.setdefault(entry["id"].split("--")[-1], []).append(entry["title"])
+    shared = {i: t for i, t in titles.items() if len(t) >= 3}
+    assert shared, "no section that several chapters share"
+    differ = {i: sorted(set(t)) for i, t in shared.items() if len(set(t)) > 1}
+    assert not differ, differ
