@@ -294,7 +294,9 @@ def test_search_snippets_show_the_text_around_the_match(
     header's "中文 / English" switch or the print-only contents ("Contents 10.1 The online
     softmax ..."). Sphinx looks for the stemmed word ("rotari"), which the text does not
     contain, and then showed the start of [role=main] (course.js, 6)."""
-    context, page, problems = visit(browser, f"{site_url}/{edition}search.html?q={word}")
+    context, page, problems = visit(
+        browser, f"{site_url}/{edition}search.html?q={word}"
+    )
     try:
         page.wait_for_function(
             """() => {

@@ -44,7 +44,10 @@ IN_MAKE_TEST = ["book/intro", "chapters/03_masked_softmax"]
 
 @pytest.mark.parametrize(
     "doc",
-    [d if d in IN_MAKE_TEST else pytest.param(d, marks=pytest.mark.slow) for d in PAGES],
+    [
+        d if d in IN_MAKE_TEST else pytest.param(d, marks=pytest.mark.slow)
+        for d in PAGES
+    ],
 )
 def test_chinese_page(browser, site_url, doc):
     """Each Chinese page, on a phone (390 px: Chinese tables and the header's switch must
@@ -202,7 +205,9 @@ def test_the_switch_keeps_a_section_whose_heading_sits_at_the_top_bar(
     here = ids[4]  # 11.4, with the sections 11.1-11.3 before it
     context, page, problems = visit(browser, f"{site_url}/zh/{doc}.html")
     try:
-        settle(page)  # every image loaded: nothing above the heading moves it afterwards
+        settle(
+            page
+        )  # every image loaded: nothing above the heading moves it afterwards
         page.evaluate(
             """([id, offset]) => {
                 const bar = document.querySelector('.bd-header-article').getBoundingClientRect();
