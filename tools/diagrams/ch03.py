@@ -48,10 +48,10 @@ def draw_masked_softmax(path):
 
     # -- top band: padded batch (tokens) -> keep-mask (B, 1, K)
     # ------------------------------------------------
-    tw, th = 2.7, 0.85  # token cell
+    tw, th = 2.9, 0.85  # token cell (wide enough for "Learning")
     tx, ty = 2.2, 19.6  # lower-left of the token grid
     d.text(
-        tx + 2 * tw, ty + 3 * th + 0.55, "padded batch (B, L) = (3, 4)", weight="bold"
+        tx + 2 * tw, ty + 3 * th + 0.55, "padded batch (B, n) = (3, 4)", weight="bold"
     )
     for b, sent in enumerate(SENTENCES):
         for j, word in enumerate(sent):

@@ -75,7 +75,7 @@ LABELS = {
     r"(truth $3.82$)": r"（真实值 $3.82$）",
     # -- chapter 3: the keep-mask acts on the scores, before the softmax
     "Masking acts on the scores, before the softmax": "掩蔽作用于 softmax 之前的分数",
-    "padded batch (B, L) = (3, 4)": "填充后的批量 (B, L) = (3, 4)",
+    "padded batch (B, n) = (3, 4)": "填充后的批量 (B, n) = (3, 4)",
     "keep-mask": "保留掩码",
     "T = keep\nhatched = masked": "T = 保留\n斜线 = 被掩蔽",
     'example b = 2, "Hello world":\nQ = 4 queries × K = 4 keys': "示例 b = 2，“Hello world”：\nQ = 4 个查询 × K = 4 个键",
