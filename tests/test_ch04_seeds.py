@@ -1,11 +1,10 @@
-"""Chapter 4's claims about its trained reversal models, checked over five seeds.
+"""Chapter 4's claims about its trained reversal models, checked over eight seeds.
 
 The notebook trains the attention decoder and the uniform-weights ablation once, with
 seed 0 (its time budget); this test repeats every claim that section 4.8 makes about
-the trained models with seeds 0..4 (initial weights drawn with `seed`, training
-strings with `seed + 1`, as the chapter's `train` does), and the attention decoder
-alone with seed 6, the seed the chapter names as the one whose peak settles beside
-the mirror, outside nbval (about 40 s single-threaded). It does not
+the trained models with seeds 0..7 (initial weights drawn with `seed`, training
+strings with `seed + 1`, as the chapter's `train` does), outside nbval (about a minute
+single-threaded), and the chapter's run trained four times as long. It does not
 copy the chapter's code: it reads the chapter's own definitions (the data, the
 encoder, the decoders, the training loop, greedy decoding, the validation strings and
 the upper-case constants) from the notebook and runs them; only the few lines that
@@ -14,9 +13,9 @@ every seed once; each test then checks one group of claims over all the seeds, s
 a failure names the claim and the seeds.
 
 Two claims hold for most seeds but not all, and the chapter says so: the peak sits *on*
-the mirror at most digit steps, and the spill falls between steps 60 and 120. They are
-checked here for seeds 0..4, and seed 6 is checked to be the exception the text
-describes.
+the mirror at most digit steps, and the spill falls between steps 60 and 120. They hold
+for six of the eight seeds (0..5); seeds 6 and 7 are checked to be the exceptions the
+text describes.
 """
 
 from __future__ import annotations
@@ -46,8 +45,10 @@ DEFINITIONS = {
     "greedy_decode",
 }
 OTHER_NAMES = {"vocab", "_"}  # besides upper-case constants and the val_* strings
-SEEDS = range(5)
-OFF_BY_ONE_SEED = 6  # the chapter's example of a peak that settles beside the mirror
+SEEDS = range(8)
+# the exceptions the chapter names: the peak settles beside the mirror at many steps
+OFF_MIRROR_SEEDS = (6, 7)
+ON_MIRROR_SEEDS = [seed for seed in SEEDS if seed not in OFF_MIRROR_SEEDS]
 
 
 # the functions and classes above, constants (upper-case names), the vocabulary and the
@@ -69,11 +70,13 @@ def _load_chapter() -> dict:
     return namespace
 
 
-def _measure(ch: dict, seed: int, ablation: bool = True) -> dict:
+def _measure(ch: dict, seed: int, ablation: bool = True, num_steps: int = 120) -> dict:
     """Train the attention decoder (and, with `ablation`, the uniform one) with `seed`
-    and measure what section 4.8 claims."""
+    for `num_steps` steps and measure what section 4.8 claims."""
     r = {}
-    encoder, decoder, losses, spill = ch["train"](ch["AttentionDecoder"], seed=seed)
+    encoder, decoder, losses, spill = ch["train"](
+        ch["AttentionDecoder"], num_steps=num_steps, seed=seed
+    )
     r["losses"], r["spill"] = losses, spill
     # the chapter's test strings (seed 123) and greedy decoding
     src, lens, _, target = ch["reversal_batch"](500, torch.Generator().manual_seed(123))
@@ -141,9 +144,7 @@ def results(ch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        results = {seed: _measure(ch, seed) for seed in SEEDS}
-        results[OFF_BY_ONE_SEED] = _measure(ch, OFF_BY_ONE_SEED, ablation=False)
-        return results
+        return {seed: _measure(ch, seed) for seed in SEEDS}
     finally:
         torch.set_num_threads(threads)
 
@@ -155,7 +156,7 @@ def test_it_learns_to_reverse(results):
         assert abs(losses[0] - math.log(13)) < 0.3, (seed, losses[0])
         assert sum(losses[-10:]) / 10 < 0.2, (seed, losses[-10:])
         assert r["token"] > 0.95 and r["sequence"] > 0.9, (seed, r["token"])
-        # the text's ranges: 98-99.7 % of the tokens, 94-99 % of the strings
+        # the text's ranges: 97.6-99.7 % of the tokens, 94-99 % of the strings
         assert 0.975 <= r["token"] and 0.935 <= r["sequence"], seed
         assert 0.04 < losses[-1] < 0.15, (seed, losses[-1])  # "0.05 to 0.14"
 
@@ -169,9 +170,9 @@ def test_it_needs_the_attention(results):
         assert r["sequence"] > r["uniform_sequence"] + 0.4, seed
         assert r["uniform_token"] > 0.5 and r["uniform_sequence"] < 0.5, seed
         assert r["uniform_loss"] > 2 * r["losses"][-1], seed
-        # the text's ranges: 68-72 % of the tokens, 31-36 % of the strings
-        assert 0.67 < r["uniform_token"] < 0.73, (seed, r["uniform_token"])
-        assert 0.3 < r["uniform_sequence"] < 0.37, (seed, r["uniform_sequence"])
+        # the text's ranges: 66-72 % of the tokens, 25-36 % of the strings
+        assert 0.655 < r["uniform_token"] < 0.725, (seed, r["uniform_token"])
+        assert 0.245 < r["uniform_sequence"] < 0.365, (seed, r["uniform_sequence"])
 
 
 def test_it_attends_at_or_beside_the_mirror(results):
@@ -187,17 +188,44 @@ def test_it_attends_at_or_beside_the_mirror(results):
 
 
 def test_usually_on_the_mirror_but_not_always(results):
-    """Seeds 0..4: the peak on the mirror at most digit steps, the mirror getting the
+    """Seeds 0..5: the peak on the mirror at most digit steps, the mirror getting the
     most weight, and a spill lower at step 120 than at step 60 (the undertraining part).
-    Seed 6: the peak on the mirror at only about half the steps, more weight on the two
-    neighbours than on the mirror, and a spill that does not fall."""
-    for seed in SEEDS:
+    Seeds 6 and 7: the peak on the mirror at fewer steps (about half with seed 6, about
+    three quarters with 7), nearly as much weight on the two neighbours as on the mirror
+    (more with seed 6), and a spill that grows from step 60 to step 120."""
+    for seed in ON_MIRROR_SEEDS:
         r = results[seed]
         assert r["peak_on_mirror"] > 0.8, (seed, r["peak_on_mirror"])
         assert r["weight_at"]["mirror"] > 0.5, (seed, r["weight_at"])
         assert r["weight_at"]["neighbours"] > 0.25, (seed, r["weight_at"])
         assert r["spill"][120] < r["spill"][60] - 0.03, (seed, r["spill"])
-    r = results[OFF_BY_ONE_SEED]
-    assert 0.35 < r["peak_on_mirror"] < 0.6, r["peak_on_mirror"]
-    assert r["weight_at"]["neighbours"] > r["weight_at"]["mirror"], r["weight_at"]
-    assert r["spill"][120] > r["spill"][60], r["spill"]
+    peaks = {seed: results[seed]["peak_on_mirror"] for seed in OFF_MIRROR_SEEDS}
+    assert 0.35 < peaks[6] < 0.6 and 0.7 < peaks[7] < 0.8, peaks  # "47 %", "77 %"
+    for seed in OFF_MIRROR_SEEDS:
+        r = results[seed]
+        assert r["weight_at"]["neighbours"] > 0.85 * r["weight_at"]["mirror"], seed
+        assert r["spill"][120] > r["spill"][60], (seed, r["spill"])
+    weight_at = results[6]["weight_at"]
+    assert weight_at["neighbours"] > weight_at["mirror"], weight_at  # seed 6: more
+
+
+@pytest.fixture(scope="module")
+def longer(ch):
+    """The chapter's run (seed 0) trained four times as long, 480 steps."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _measure(ch, 0, ablation=False, num_steps=480)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_longer_training_spills_less_but_still_spills(results, longer):
+    """The chapter's run trained four times as long, 480 steps, to a last-batch loss of
+    about 0.001, still spills 0.27 of its weight onto the neighbours, against 0.38 after
+    120 steps: more training lowers the spill, but not by much."""
+    assert 0.0005 < longer["losses"][-1] < 0.002, longer["losses"][-1]
+    after_120 = results[0]["weight_at"]["neighbours"]
+    assert abs(after_120 - 0.38) < 0.015, after_120  # the chapter's printed 0.38
+    assert abs(longer["weight_at"]["neighbours"] - 0.27) < 0.015, longer["weight_at"]
+    assert longer["token"] > 0.99, longer["token"]

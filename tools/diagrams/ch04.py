@@ -308,17 +308,11 @@ def draw_bahdanau(path):
         size=SHAPE_SIZE + 0.5,
     )
 
-    d.legend(
-        1.4,
-        1.1,
-        [
-            ("query", "query (state)"),
-            ("key", "keys = annotations"),
-            ("value", "values = annotations"),
-            ("weight", "weight"),
-            ("output", "context"),
-        ],
-    )
+    # the two long names get a little more room than the legend's estimate of their
+    # width, which the PNG's font exceeds
+    x = d.legend(1.4, 1.1, [("query", "query (state)"), ("key", "keys = annotations")])
+    x = d.legend(x + 0.4, 1.1, [("value", "values = annotations")])
+    d.legend(x + 0.4, 1.1, [("weight", "weight"), ("output", "context")])
     d.save(path)
 
 
