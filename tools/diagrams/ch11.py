@@ -86,9 +86,10 @@ def _rotation_panel(d, cx, cy, R, i, j):
         Circle((cx, cy), R, facecolor="none", edgecolor="#DDDDDD", lw=0.8, zorder=1)
     )
     d.line([(cx - R - 0.4, cy), (cx + R + 0.4, cy)], lw=0.6)
-    d.line([(cx, cy - R - 0.4), (cx, cy + R + 0.4)], lw=0.6)
+    d.line([(cx, cy - R - 0.4), (cx, cy + R + 1.5)], lw=0.6)  # above the labels
     d.text(cx + R + 0.5, cy - 0.45, "$a_r$", size=SHAPE_SIZE)
-    d.text(cx + 0.55, cy - R - 0.1, "$b_r$", size=SHAPE_SIZE)
+    # b_r at the top: the rotations turn counter-clockwise, from +a_r towards +b_r
+    d.text(cx + 0.55, cy + R + 1.3, "$b_r$", size=SHAPE_SIZE)
     q_angle, k_angle = Q0 + i * OMEGA, K0 + j * OMEGA
     for angle0, angle, role, name, pos in (
         (Q0, q_angle, "query", r"\mathbf{q}", i),

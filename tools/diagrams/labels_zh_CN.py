@@ -312,7 +312,7 @@ LABELS = {
     "future: the causal mask": "未来位置：因果掩码",
     "the cache keeps S + W - 1 = 5": "缓存保留 S + W - 1 = 5 个位置",
     "keys rotated at absolute positions": "键按绝对位置旋转",
-    "RoPE turns each pair of features by position × ω; the score sees i − j": "RoPE 把每对特征转过 位置 × ω；分数只看 i − j",
+    "RoPE turns each pair of features by position × ω; the score sees i − j": "RoPE 把每对特征旋转“位置 × ω”的角度；分数只取决于 i − j",
     "dashed: position 0": "虚线：位置 0",
     "arcs: the turn to": "弧线：转到",
     "each position": "各自位置",
