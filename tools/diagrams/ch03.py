@@ -235,7 +235,8 @@ def draw_masked_softmax(path):
     out = d.matrix(ox, vy, K, Dv, cell=vc, role="output")
     d.arrow(op["right"], (ox - 0.1, op["right"][1]))
     d.text(ox + Dv * vc / 2, vy + K * vc + 0.45, "output", weight="bold")
-    d.shape(ox + Dv * vc / 2, vy - 0.45, "(B, Q, Dv)")
+    # right-aligned with the matrix, clear of the frame
+    d.shape(ox + Dv * vc, vy - 0.45, "(B, Q, Dv)", ha="right")
     d.text(
         1.0,
         vy + K * vc / 2,
