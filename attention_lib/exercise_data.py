@@ -1123,74 +1123,90 @@ EX_13_1 = Exercise(
 )
 
 
-def delta_rule_reference(queries, keys, values, beta):
-    """The delta rule, one token at a time from ``S = 0``: ``S <- S + beta (v - S k)
-    k^T``, output ``S q``; ``queries, keys (..., T, D)`` (keys of unit norm),
-    ``values (..., T, Dv)``, ``beta`` a number -> ``(outputs (..., T, Dv), S (..., Dv,
-    D))``."""
-    return delta_rule(queries, keys, values, beta)
+def delta_rule_reference(queries, keys, values, beta, decay):
+    """The gated delta rule, one token at a time from ``S = 0``: ``S <- decay * S``,
+    then ``S <- S + beta (v - S k) k^T``, output ``S q``; ``queries, keys (..., T, D)``
+    (keys of unit norm), ``values (..., T, Dv)``, ``beta`` and ``decay`` numbers ->
+    ``(outputs (..., T, Dv), S (..., Dv, D))``. ``decay = 1`` is DeltaNet."""
+    return delta_rule(queries, keys, values, beta, decay=decay)
 
 
-def _delta_inputs(*lead, T=6, D=4, Dv=3, beta=0.7):
+def _delta_inputs(*lead, T=6, D=4, Dv=3, beta=0.7, decay=1.0):
     def make(g):
         return (
             _randn(g, *lead, T, D),
             F.normalize(_randn(g, *lead, T, D), dim=-1),
             _randn(g, *lead, T, Dv),
             beta,
+            decay,
         ), {}
 
     return make
 
 
-def _delta(q, k, v, beta, correction=True, beta_on="error", read_first=False):
+def _delta(q, k, v, beta, decay, mistake=None):
     S = q.new_zeros(*q.shape[:-2], v.shape[-1], k.shape[-1])
     outs = []
     for t in range(q.shape[-2]):
         kt, vt = k[..., t, :], v[..., t, :]
-        if read_first:
+        if mistake == "read-before-write":
             outs.append((S @ q[..., t, :, None])[..., 0])
-        error = vt - (S @ kt[..., None])[..., 0] if correction else vt
-        if beta_on == "error":
-            S = S + (beta * error)[..., None] * kt[..., None, :]
-        else:  # beta only on the new value
-            S = (
-                S
-                + (beta * vt - (S @ kt[..., None])[..., 0])[..., None]
-                * kt[..., None, :]
-            )
-        if not read_first:
+        if mistake != "decay-after-write":
+            S = decay * S
+        old = (S @ kt[..., None])[..., 0]  # what S holds for k
+        if mistake == "additive":
+            S = S + (beta * vt)[..., None] * kt[..., None, :]
+        elif mistake == "beta-on-value-only":
+            S = S + (beta * vt - old)[..., None] * kt[..., None, :]
+        else:
+            S = S + (beta * (vt - old))[..., None] * kt[..., None, :]
+        if mistake == "decay-after-write":
+            S = decay * S
+        if mistake != "read-before-write":
             outs.append((S @ q[..., t, :, None])[..., 0])
     return torch.stack(outs, -2), S
+
+
+def _delta_mistake(name):
+    return lambda q, k, v, b, a: _delta(q, k, v, b, a, mistake=name)
 
 
 EX_13_2 = Exercise(
     "13.2",
     "delta_rule",
-    "delta_rule(queries, keys, values, beta)",
+    "delta_rule(queries, keys, values, beta, decay)",
     delta_rule_reference,
     (
-        _case("6 tokens, beta = 0.7", _delta_inputs(T=6)),
-        _case("batch 2, 2 heads, beta = 1", _delta_inputs(2, 2, T=5, beta=1.0)),
+        _case("6 tokens, beta = 0.7, no decay", _delta_inputs(T=6)),
+        _case(
+            "batch 2, 2 heads, beta = 1, decay 0.9",
+            _delta_inputs(2, 2, T=5, beta=1.0, decay=0.9),
+        ),
     ),
     (
         Mistake(
             "additive",
             "the state only adds beta v k^T: the delta rule first reads what S already "
             "holds for k and writes the difference, beta (v - S k) k^T",
-            lambda q, k, v, b: _delta(q, k, v, b, correction=False),
+            _delta_mistake("additive"),
         ),
         Mistake(
             "beta-on-value-only",
             "beta scales the new value but not the old one that is removed: the update "
             "is beta (v - S k) k^T, beta on the whole difference",
-            lambda q, k, v, b: _delta(q, k, v, b, beta_on="value"),
+            _delta_mistake("beta-on-value-only"),
         ),
         Mistake(
             "read-before-write",
             "each token reads the state before its own update: update first, then read "
             "S q",
-            lambda q, k, v, b: _delta(q, k, v, b, read_first=True),
+            _delta_mistake("read-before-write"),
+        ),
+        Mistake(
+            "decay-after-write",
+            "the decay is applied after the write, so it shrinks the new token's value "
+            "too: decay the old state first (S <- decay * S), then write",
+            _delta_mistake("decay-after-write"),
         ),
     ),
 )
