@@ -216,7 +216,7 @@ def _run(spec: Exercise, fn: Callable, lang: str | None) -> Report:
             text += "\n" + difference
             return _failed(spec, head, case, args, kwargs, text, mistake.name, lang)
         return _failed(spec, head, case, args, kwargs, difference, None, lang)
-    names = "; ".join(_(c.description, lang) for c in spec.cases)
+    names = _("; ", lang).join(_(c.description, lang) for c in spec.cases)
     text = _fill(
         _("✓ {head}: correct on all {n} cases ({names}).", lang),
         head=head,

@@ -499,6 +499,44 @@ def with_plots(zh: dict, english: Path, target: Path, check: bool) -> dict | Non
     return zh
 
 
+CHECK_CALL = "al.exercises.check("
+
+
+def translate_checks(notebook: dict, page: str) -> None:
+    """Each ``al.exercises.check`` cell's report in Chinese. Such a cell (a "write it
+    yourself" stub, or its solution) is self-contained: it is run here, in this process,
+    with the checks' messages in Chinese (what a learner's run of the Chinese notebook
+    prints: al.plot_language("zh_CN") switches them too), and its report replaces the
+    English ``text/plain`` result. Nothing else of the notebook runs."""
+    import ast
+    import math
+
+    import torch
+
+    import attention_lib as al
+
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or CHECK_CALL not in source:
+            continue
+        results = [o for o in cell.get("outputs", []) if "text/plain" in o.get("data", {})]
+        tree = ast.parse(source)
+        last = tree.body.pop() if tree.body else None
+        if len(results) != 1 or not isinstance(last, ast.Expr):
+            raise MissingTranslation(
+                f"{page}: cell {cell.get('id')} calls {CHECK_CALL}...) but does not end "
+                "with it as the cell's value, or stores no result"
+            )
+        namespace = {"torch": torch, "al": al, "math": math}
+        al.exercises.set_language("zh_CN")
+        try:
+            exec(compile(tree, f"{page}:{cell.get('id')}", "exec"), namespace)
+            report = eval(compile(ast.Expression(last.value), page, "eval"), namespace)
+        finally:
+            al.exercises.set_language(None)
+        results[0]["data"]["text/plain"] = repr(report).splitlines(keepends=True)
+
+
 def dumps(notebook: dict) -> str:
     """As JupyterLab writes a notebook (nbformat's JSON: sorted keys, one space of
     indent, a final newline), so opening it there leaves it unmodified."""
@@ -519,6 +557,8 @@ def main(argv: list[str]) -> int:
         target = OUT / path.name
         try:
             zh = with_plots(chinese_notebook(path, md), path, target, check)
+            if zh is not None:
+                translate_checks(zh, shown(path))
         except MissingTranslation as error:
             failed.append(str(error))
             continue
