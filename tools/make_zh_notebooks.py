@@ -325,14 +325,15 @@ def plot_inputs_hash(english: Path) -> str:
     """What the Chinese plots are drawn from, besides their translations: the English
     notebook's code cells and its plots (a re-executed chapter whose plots changed: the
     library changed, or a plot shows a timing), and attention_lib/plotting.py. A prose
-    edit, a new diagram or a cell's metadata re-runs nothing."""
+    edit, a new diagram or a cell's metadata re-runs nothing, nor does an exercise's
+    self-contained check cell (it draws nothing; translate_checks runs it)."""
     import hashlib
 
     notebook = json.loads(english.read_text(encoding="utf-8"))
     code = [
         [drawing_code(c), [o["data"]["image/png"] for o in png_outputs(c)]]
         for c in notebook["cells"]
-        if c["cell_type"] == "code"
+        if c["cell_type"] == "code" and CHECK_CALL not in "".join(c["source"])
     ]
     digest = hashlib.sha256(json.dumps(code).encode())
     for path in PLOT_INPUTS:
