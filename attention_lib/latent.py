@@ -33,11 +33,11 @@ whatever ``H`` is. Two ways to attend give the same output:
 The conventions are transformers' ``DeepseekV3Attention`` (5.23): RoPE only on the
 ``dr`` rotary part, interleaved pairs by default, and under YaRN scaling the softmax
 scale ``(dn + dr) ** -0.5`` multiplied by ``yarn_mscale(factor, mscale_all_dim) ** 2``.
-One difference: the norms here are ``torch.nn.RMSNorm``, which normalises in the module's
-dtype, while transformers' ``DeepseekV3RMSNorm`` normalises in float32 and casts back.
-In float32 and float64 (what the tests compare) that is the same; in bfloat16 the two
-norms differ by one bfloat16 rounding step in about a quarter of the features, so logits
-agree to bfloat16 precision, not bit for bit.
+One difference: the norms here are ``torch.nn.RMSNorm``, which normalises in the
+module's dtype, while transformers' ``DeepseekV3RMSNorm`` normalises in float32 and
+casts back. In float32 and float64 (what the tests compare) that is the same; in
+bfloat16 the two norms differ by one bfloat16 rounding step in about a quarter of the
+features, so logits agree to bfloat16 precision, not bit for bit.
 """
 
 from __future__ import annotations

@@ -321,8 +321,8 @@ class LinearAttentionState:
 
     @property
     def nbytes(self) -> int:
-        """The number of bytes the state holds (``S`` and ``z``), the same after 10 tokens
-        or 10^6."""
+        """The number of bytes the state holds (``S`` and ``z``), the same after 10
+        tokens or 10^6."""
         return sum(
             t.numel() * t.element_size() for t in (self._S, self._z) if t is not None
         )

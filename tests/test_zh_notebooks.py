@@ -32,7 +32,7 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
     chinese = json.loads((zh.OUT / english.name).read_text(encoding="utf-8"))
     original = json.loads(english.read_text(encoding="utf-8"))
     assert len(chinese["cells"]) == len(original["cells"])
-    switches, fonts, plots, redrawn = 0, 0, 0, 0
+    switches, fonts, plots, redrawn, checks = 0, 0, 0, 0, 0
     for en, cn in zip(original["cells"], chinese["cells"]):
         assert cn["cell_type"] == en["cell_type"]
         if en["cell_type"] == "code":
@@ -46,6 +46,11 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
                 source = source.replace(font, "", 1)
                 fonts += 1
             assert source == "".join(en["source"])
+            if zh.CHECK_CALL in source:  # an exercise's check: its report in Chinese
+                checks += 1
+                (report,) = (o["data"]["text/plain"] for o in cn["outputs"])
+                assert any(ch in "".join(report) for ch in "还正确出错"), report
+                continue
             # every output as in English but the plots' PNG (and its size)
             assert [strip_png(o) for o in cn["outputs"]] == [
                 strip_png(o) for o in en["outputs"]
@@ -56,6 +61,7 @@ def test_chinese_notebook_keeps_code_outputs_and_metadata():
             assert cn["metadata"].get("jupyter") == en["metadata"].get("jupyter")
             assert cn["metadata"].get("tags") == en["metadata"].get("tags")
     assert switches == 1 and fonts == 1
+    assert checks == 2  # chapter 1's exercise: the stub's check and the solution's
     assert plots and redrawn == plots, f"{redrawn} of {plots} plots drawn in Chinese"
     text = "".join(
         "".join(c["source"]) for c in chinese["cells"] if c["cell_type"] == "markdown"
