@@ -9,6 +9,10 @@
   ``hidden`` hides it), so a ``make book`` site has no dead link; ``tools/build_pdf.py`` turns
   it back into a link when it copies the PDF into the site. The Chinese landing page links
   the Chinese PDF, ``attention-course.zh_CN.pdf``, beside it, the same way.
+* A chapter's launch menu (sphinx-book-theme's "launch-buttons" group) gets one more entry,
+  "Practice copy": the chapter's practice copy in Colab (tools/make_practice.py:
+  chapters/practice/NN_name.ipynb, the Chinese edition's chapters/zh_CN/practice/), next to
+  the theme's Colab button, whose address it follows.
 """
 
 from __future__ import annotations
@@ -58,7 +62,41 @@ def pdf_link_only_when_present(app, pagename, templatename, context, doctree) ->
     context["body"] = PDF_LINK.sub(replace, body)
 
 
+CHAPTER_NOTEBOOK = re.compile(r"/chapters/(\d\d_\w+\.ipynb)$")
+
+
+def practice_button(app, pagename, templatename, context, doctree) -> None:
+    """The launch menu of a chapter page: its practice copy in Colab."""
+    from sphinx.locale import get_translation
+
+    translate = get_translation("booktheme")
+    for group in context.get("header_buttons") or []:
+        if group.get("label") != "launch-buttons":
+            continue
+        colab = next(
+            (b for b in group.get("buttons", []) if "colab" in str(b.get("url"))), None
+        )
+        match = CHAPTER_NOTEBOOK.search(str((colab or {}).get("url", "")))
+        if match is None:
+            return
+        chinese = bool(app.config.language) and app.config.language.startswith("zh")
+        folder = "chapters/zh_CN/practice/" if chinese else "chapters/practice/"
+        group["buttons"].append(
+            {
+                "type": "link",
+                "text": translate("Practice copy"),
+                "tooltip": translate(
+                    "Open this chapter's practice copy (no solutions) in Colab"
+                ),
+                "icon": colab.get("icon"),
+                "url": colab["url"][: match.start()] + "/" + folder + match.group(1),
+            }
+        )
+
+
 def setup(app):
     app.connect("config-inited", fill_repository_url)
     app.connect("html-page-context", pdf_link_only_when_present)
+    # after sphinx-book-theme's launch buttons (500), before course_zh_notebooks (900)
+    app.connect("html-page-context", practice_button, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
