@@ -1,14 +1,19 @@
-"""A chapter's own code, read by a test: the seed sweeps (tests/test_ch0*_seeds.py) re-check
+"""A chapter's own code, read by a test: the seed sweeps (tests/test_ch*_seeds.py) re-check
 a chapter's claims over other seeds with the functions the chapter defines, not a copy."""
 
 from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import torch
 from IPython.core.inputtransformer2 import TransformerManager
+from torch import nn
+
+import attention_lib as al
 
 
 def run_definitions(
@@ -69,3 +74,47 @@ def definitions(
         return False
 
     return wanted
+
+
+class SeedSweep(dict):
+    """``{(model, seed): {step: test accuracy}}`` of a seed sweep, with its seeds."""
+
+    def __init__(self, accuracies: dict, seeds: Iterable[int]):
+        super().__init__(accuracies)
+        self.seeds = tuple(seeds)
+
+    def at(self, name: str, step: int) -> list[float]:
+        """Model ``name``'s test accuracy after ``step`` steps, one per seed, in order."""
+        return [self[name, s][step] for s in self.seeds]
+
+
+def train_every_model(
+    notebook: Path,
+    functions: set[str],
+    wanted: Callable[[ast.stmt], bool],
+    seeds: Iterable[int],
+    check_budget: Callable[[dict], None],
+    *,
+    steps: int = 200,
+    test_at: tuple[int, ...] = (100, 200),
+) -> tuple[SeedSweep, dict]:
+    """The body of a module-scoped seed-sweep fixture (chapters 12 and 13): run the
+    chapter's definitions chosen by ``wanted`` in a namespace holding ``torch``, ``nn``,
+    ``al`` and ``math``; check that every function and class of ``functions`` was found;
+    call ``check_budget(namespace)``, the test's own asserts on the chapter's budget and
+    models (its claims are about these); then, single-threaded, train every model of the
+    chapter's ``MODELS`` with every seed by the chapter's
+    ``train(name, seed, steps=steps, test_at=test_at)``, which returns the test accuracy
+    at each step of ``test_at``. Returns the sweep and the chapter's namespace."""
+    torch.set_num_threads(1)
+    ch = {"torch": torch, "nn": nn, "al": al, "math": math}
+    found = run_definitions(notebook, ch, wanted)
+    assert found == functions, f"missing in the chapter: {functions - found}"
+    check_budget(ch)
+    seeds = tuple(seeds)
+    accuracies = {
+        (name, seed): ch["train"](name, seed, steps=steps, test_at=test_at)
+        for seed in seeds
+        for name in ch["MODELS"]
+    }
+    return SeedSweep(accuracies, seeds), ch

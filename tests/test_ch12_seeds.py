@@ -17,15 +17,10 @@ GQA 0.90-0.97, MLA r = 28 0.66-1.00, MQA 0.71-0.94, MLA r = 12 0.47-0.76 (each b
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-import torch
-from chapter_code import definitions, run_definitions
-from torch import nn
-
-import attention_lib as al
+from chapter_code import definitions, train_every_model
 
 # Minutes of training: run by `make long-tests` (and CI), not by `make test`.
 pytestmark = pytest.mark.slow
@@ -42,26 +37,17 @@ GQA, MQA, MLA_128, MLA_64 = "GQA", "MQA", "MLA, r = 28", "MLA, r = 12"
 _wanted = definitions(FUNCTIONS, TEST_SET)
 
 
-@pytest.fixture(scope="module")
-def results():
-    """{(model, seed): {100: accuracy, 200: accuracy}} and the chapter's namespace."""
-    torch.set_num_threads(1)
-    ch = {"torch": torch, "nn": nn, "al": al, "math": math}
-    found = run_definitions(NOTEBOOK, ch, _wanted)
-    assert found == FUNCTIONS, f"missing in the chapter: {FUNCTIONS - found}"
-    # the chapter's budget and models (the claims are about these)
+def _budget(ch):
+    """The chapter's budget and models (the claims are about these)."""
     assert (ch["STEPS"], ch["BATCH"], ch["LR"]) == (100, 64, 3e-3)
     assert set(ch["MODELS"]) == {"MHA", GQA, MQA, MLA_128, MLA_64}
-    acc = {
-        (name, seed): ch["train"](name, seed, steps=200, test_at=(100, 200))
-        for seed in SEEDS
-        for name in ch["MODELS"]
-    }
-    return acc, ch
 
 
-def _at(acc, name, step):
-    return [acc[name, s][step] for s in SEEDS]
+@pytest.fixture(scope="module")
+def results():
+    """({(model, seed): {100: accuracy, 200: accuracy}}, with ``.at``) and the
+    chapter's namespace."""
+    return train_every_model(NOTEBOOK, FUNCTIONS, _wanted, SEEDS, _budget)
 
 
 def test_equal_cache_bytes(results):
@@ -73,23 +59,23 @@ def test_equal_cache_bytes(results):
 
 def test_mha_learns_the_lookup_in_100_steps(results):
     acc, _ = results
-    assert min(_at(acc, "MHA", 100)) >= 0.95, _at(acc, "MHA", 100)
+    assert min(acc.at("MHA", 100)) >= 0.95, acc.at("MHA", 100)
 
 
 def test_at_64_bytes_mla_is_behind_mqa_with_every_seed(results):
     acc, _ = results
-    mla, mqa = _at(acc, MLA_64, 100), _at(acc, MQA, 100)
+    mla, mqa = acc.at(MLA_64, 100), acc.at(MQA, 100)
     assert all(a < b for a, b in zip(mla, mqa)), (mla, mqa)
 
 
 def test_at_128_bytes_mla_depends_more_on_the_seed_than_gqa(results):
     acc, _ = results
-    mla, gqa = _at(acc, MLA_128, 100), _at(acc, GQA, 100)
+    mla, gqa = acc.at(MLA_128, 100), acc.at(GQA, 100)
     assert min(mla) < min(gqa) - 0.1, (mla, gqa)  # a worse worst seed
     assert max(mla) > 0.95, mla  # ... and a best seed as good as GQA's
 
 
 def test_every_model_learns_the_lookup_in_200_steps(results):
     acc, ch = results
-    at_200 = {name: _at(acc, name, 200) for name in ch["MODELS"]}
+    at_200 = {name: acc.at(name, 200) for name in ch["MODELS"]}
     assert all(min(v) >= 0.95 for v in at_200.values()), at_200

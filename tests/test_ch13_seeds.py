@@ -12,15 +12,10 @@ and after 200 steps; each test then checks one claim of the chapter over all the
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
-import torch
-from chapter_code import definitions, run_definitions
-from torch import nn
-
-import attention_lib as al
+from chapter_code import definitions, train_every_model
 
 # Minutes of training: run by `make long-tests` (and CI), not by `make test`.
 pytestmark = pytest.mark.slow
@@ -41,26 +36,17 @@ GQA, MQA, LIN8, LIN4, WIN = (
 _wanted = definitions(FUNCTIONS, TEST_SET)
 
 
-@pytest.fixture(scope="module")
-def results():
-    """{(model, seed): {100: accuracy, 200: accuracy}} and the chapter's namespace."""
-    torch.set_num_threads(1)
-    ch = {"torch": torch, "nn": nn, "al": al, "math": math}
-    found = run_definitions(NOTEBOOK, ch, _wanted)
-    assert found == FUNCTIONS, f"missing in the chapter: {FUNCTIONS - found}"
-    # the chapter's budget and models (the claims are about these)
+def _budget(ch):
+    """The chapter's budget and models (the claims are about these)."""
     assert (ch["STEPS"], ch["BATCH"], ch["LR"], ch["WINDOW"]) == (200, 64, 3e-3, 8)
     assert set(ch["MODELS"]) == {GQA, MQA, LIN8, LIN4, WIN}
-    acc = {
-        (name, seed): ch["train"](name, seed, steps=200, test_at=(100, 200))
-        for seed in SEEDS
-        for name in ch["MODELS"]
-    }
-    return acc, ch
 
 
-def _at(acc, name, step):
-    return [acc[name, s][step] for s in SEEDS]
+@pytest.fixture(scope="module")
+def results():
+    """({(model, seed): {100: accuracy, 200: accuracy}}, with ``.at``) and the
+    chapter's namespace."""
+    return train_every_model(NOTEBOOK, FUNCTIONS, _wanted, SEEDS, _budget)
 
 
 def test_equal_bytes(results):
@@ -74,18 +60,18 @@ def test_equal_bytes(results):
 def test_at_equal_bytes_linear_attention_learns_the_lookup_later(results):
     acc, _ = results
     for linear, cache in ((LIN8, GQA), (LIN4, MQA)):
-        lin, kv = _at(acc, linear, 100), _at(acc, cache, 100)
+        lin, kv = acc.at(linear, 100), acc.at(cache, 100)
         assert all(a < b - 0.1 for a, b in zip(lin, kv)), (linear, lin, cache, kv)
 
 
 def test_every_model_but_the_window_learns_the_lookup_in_200_steps(results):
     acc, _ = results
-    at_200 = {name: _at(acc, name, 200) for name in (GQA, MQA, LIN8, LIN4)}
+    at_200 = {name: acc.at(name, 200) for name in (GQA, MQA, LIN8, LIN4)}
     assert all(min(v) >= 0.95 for v in at_200.values()), at_200
 
 
 def test_the_window_alone_is_capped_near_what_it_can_reach(results):
     acc, _ = results
-    window = _at(acc, WIN, 200)
+    window = acc.at(WIN, 200)
     # the counting ceiling of exercise 1: 15/36 + (21/36) / 8 = 0.490
     assert all(0.42 < a < 0.52 for a in window), window
