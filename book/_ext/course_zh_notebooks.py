@@ -12,7 +12,9 @@ code cells and outputs, the catalogs' Chinese markdown, Chinese diagrams). On a 
   the Chinese notebook itself, tools/make_zh_notebooks.py): when Sphinx reads a chapter
   (``source-read``, the raw .ipynb JSON, before myst-nb parses it), each ``image/png`` output
   becomes the Chinese notebook's of the same cell id and rank. Everything else (code, printed
-  outputs, the plots' alt text, translated by the catalog) stays the English notebook's.
+  outputs, the plots' alt text, translated by the catalog) stays the English notebook's;
+* except the reports of the exercises' checks (``al.exercises.check``): the Chinese notebook
+  stores them in Chinese (tools/make_zh_notebooks.py), and the page shows those.
 
 The English edition is not touched. Loaded by course_i18n.py (``app.setup_extension``).
 """
@@ -92,6 +94,25 @@ def swap_plots(english: dict, chinese: dict) -> int:
     return swapped
 
 
+CHECK_CALL = "al.exercises.check("
+
+
+def swap_check_reports(english: dict, chinese: dict) -> int:
+    """The ``text/plain`` result of each exercise check cell of ``english`` from
+    ``chinese``'s cell of the same id; returns how many were swapped."""
+    cells = {c.get("id"): c for c in chinese.get("cells", [])}
+    swapped = 0
+    for cell in english.get("cells", []):
+        if cell.get("cell_type") != "code" or CHECK_CALL not in "".join(cell["source"]):
+            continue
+        theirs = cells.get(cell.get("id"), {}).get("outputs", [])
+        for out, new in zip(cell.get("outputs", []), theirs):
+            if "text/plain" in out.get("data", {}) and "text/plain" in new.get("data", {}):
+                out["data"]["text/plain"] = new["data"]["text/plain"]
+                swapped += 1
+    return swapped
+
+
 def chinese_plots(app, docname, source) -> None:
     if not chinese(app) or not docname.startswith("chapters/"):
         return
@@ -103,7 +124,9 @@ def chinese_plots(app, docname, source) -> None:
     app.env.note_dependency(str(path))  # a new Chinese notebook rebuilds the page
     english = json.loads(source[0])
     wanted = sum(len(png_outputs(c)) for c in english.get("cells", []))
-    swapped = swap_plots(english, json.loads(path.read_text(encoding="utf-8")))
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    swapped = swap_plots(english, notebook)
+    swap_check_reports(english, notebook)
     if swapped != wanted:
         # not a build error: a stale Chinese notebook fails make test already
         # (tests/test_zh_notebooks.py); the page then shows those plots in English
