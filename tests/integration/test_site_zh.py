@@ -264,18 +264,23 @@ def test_chinese_search_finds_the_chapter(browser, site_url, word, doc):
 @pytest.mark.parametrize("doc", CHAPTERS)
 def test_chinese_page_runs_the_chinese_notebook(doc):
     """The Chinese page's Colab and Binder buttons open chapters/zh_CN/ (the Chinese notebook,
-    tools/make_zh_notebooks.py), its .ipynb download is that notebook, and the English page's
-    buttons still open the English one (book/_ext/course_zh_notebooks.py)."""
+    tools/make_zh_notebooks.py), its practice copy button chapters/zh_CN/practice/, its .ipynb
+    download is that notebook, and the English page's buttons still open the English one
+    (book/_ext/course_zh_notebooks.py)."""
     name = doc.split("/")[-1]
     html = (ZH / f"{doc}.html").read_text(encoding="utf-8")
     launch = re.findall(r'href="(https://(?:colab|mybinder)[^"]+)"', html)
-    assert len(launch) == 2 and all(
-        u.endswith(f"chapters/zh_CN/{name}.ipynb") for u in launch
-    ), launch
+    # Colab and Binder open the Chinese notebook, "练习版" its practice copy
+    # (book/_ext/course_links.py, tools/make_practice.py)
+    assert len(launch) == 3, launch
+    assert all(u.endswith(f"chapters/zh_CN/{name}.ipynb") for u in launch[:2]), launch
+    assert launch[2].endswith(f"chapters/zh_CN/practice/{name}.ipynb"), launch
+    assert (ROOT / "chapters" / "zh_CN" / "practice" / f"{name}.ipynb").exists()
     english = (HTML / f"{doc}.html").read_text(encoding="utf-8")
-    assert "zh_CN" not in " ".join(
-        re.findall(r'href="(https://(?:colab|mybinder)[^"]+)"', english)
-    )
+    english_launch = re.findall(r'href="(https://(?:colab|mybinder)[^"]+)"', english)
+    assert "zh_CN" not in " ".join(english_launch)
+    assert english_launch[2].endswith(f"chapters/practice/{name}.ipynb"), english_launch
+    assert (ROOT / "chapters" / "practice" / f"{name}.ipynb").exists()
     download = ZH / "_sources" / f"{doc}.ipynb"
     assert (
         download.read_bytes()
