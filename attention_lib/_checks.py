@@ -12,6 +12,12 @@ import numbers
 import torch
 
 
+def shape_or_type(x) -> str:
+    """How an error message shows a wrong argument: a tensor's shape, e.g. ``(2, 3)``,
+    or the type name of anything else."""
+    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+
+
 def check_rank(name: str, x: torch.Tensor, ranks: tuple[int, ...], legend: str) -> None:
     """Raise unless ``x.dim()`` is one of ``ranks``; ``legend`` spells the expected
     shape, e.g. ``(B, Q, D)``."""

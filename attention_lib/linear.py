@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._checks import check_count, check_size, shape_or_type
 from .masking import _check_valid_lens
 
 FORMS = ("quadratic", "recurrent", "chunked")
@@ -93,7 +94,7 @@ class RandomFeatureMap(nn.Module):
         dtype: torch.dtype = torch.float32,
     ):
         super().__init__()
-        _check_whole("RandomFeatureMap", dim=dim, num_features=num_features)
+        check_size("RandomFeatureMap", dim=dim, num_features=num_features)
         self.dim, self.num_features, self.orthogonal = dim, num_features, orthogonal
         draw = {"generator": generator, "dtype": torch.float64}
         if orthogonal:
@@ -333,7 +334,7 @@ class LinearAttentionState:
         later."""
         if not isinstance(S, torch.Tensor) or S.dim() < 2:
             raise ValueError(
-                f"load: expected S of shape (..., Dv, F), got {_shape_of(S)}"
+                f"load: expected S of shape (..., Dv, F), got {shape_or_type(S)}"
             )
         if self.normalize:
             if (
@@ -342,7 +343,7 @@ class LinearAttentionState:
             ):
                 raise ValueError(
                     "load: a normalised state needs z of shape (..., F) = "
-                    f"{tuple(S.shape[:-2] + S.shape[-1:])}, got {_shape_of(z)}"
+                    f"{tuple(S.shape[:-2] + S.shape[-1:])}, got {shape_or_type(z)}"
                 )
         elif z is not None:
             raise ValueError("load: this state keeps no normaliser; expected z=None")
@@ -472,9 +473,8 @@ def linear_state_bytes(
     batch * bytes_per_element`` -- ``S`` and (with ``normalizer``) ``z`` per head. The
     sibling of :func:`~attention_lib.kv_cache_bytes` and
     :func:`~attention_lib.mla_cache_bytes`, with no ``seq_len``: it does not grow."""
-    _check_whole(
+    check_count(
         "linear_state_bytes",
-        minimum=0,
         num_layers=num_layers,
         num_heads=num_heads,
         feature_dim=feature_dim,
@@ -489,22 +489,6 @@ def linear_state_bytes(
 # -- checks --------------------------------------------------------------------------
 
 
-def _shape_of(x) -> str:
-    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
-
-
-def _check_whole(owner: str, minimum: int = 1, **values) -> None:
-    for name, value in values.items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Integral)
-            or value < minimum
-        ):
-            raise ValueError(
-                f"{owner}: expected {name} to be an integer >= {minimum}, got {value!r}"
-            )
-
-
 def _check_eps(owner: str, eps) -> None:
     if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0:
         raise ValueError(f"{owner}: expected eps to be a number >= 0, got {eps!r}")
@@ -514,7 +498,7 @@ def _check_features_input(owner: str, x) -> None:
     if not isinstance(x, torch.Tensor) or x.dim() < 1 or not x.is_floating_point():
         raise ValueError(
             f"{owner}: expected a floating-point tensor of shape (..., D), got "
-            f"{_shape_of(x)}"
+            f"{shape_or_type(x)}"
             + (f" of dtype {x.dtype}" if isinstance(x, torch.Tensor) else "")
         )
 
@@ -524,7 +508,7 @@ def _check_linear_inputs(queries, keys, values, form, chunk_size, eps) -> None:
         if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.is_floating_point():
             raise ValueError(
                 f"{name}: expected a floating-point tensor of shape (..., T, width), "
-                f"got {_shape_of(t)}"
+                f"got {shape_or_type(t)}"
             )
     if queries.shape != keys.shape:
         raise ValueError(
@@ -543,7 +527,7 @@ def _check_linear_inputs(queries, keys, values, form, chunk_size, eps) -> None:
         )
     if form not in FORMS:
         raise ValueError(f"linear_attention: expected form in {FORMS}, got {form!r}")
-    _check_whole("linear_attention", chunk_size=chunk_size)
+    check_size("linear_attention", chunk_size=chunk_size)
     _check_eps("linear_attention", eps)
 
 

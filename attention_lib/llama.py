@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_count, check_size
+from ._checks import check_count, check_size, shape_or_type
 from .cache import KVCache
 from .multihead import GroupedQueryAttention
 from .rotary import LAYOUTS, RotaryEmbedding, apply_rope
@@ -384,7 +384,7 @@ class RotaryAttention(GroupedQueryAttention):
             or x.dim() != 3
             or x.shape[-1] != self.num_hiddens
         ):
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            shape = shape_or_type(x)
             raise ValueError(
                 f"x: expected (B, T, E) with E={self.num_hiddens}, got {shape}"
             )
@@ -401,11 +401,7 @@ class RotaryAttention(GroupedQueryAttention):
             or padding.is_floating_point()
             or padding.is_complex()
         ):
-            shape = (
-                tuple(padding.shape)
-                if isinstance(padding, torch.Tensor)
-                else type(padding).__name__
-            )
+            shape = shape_or_type(padding)
             raise ValueError(
                 f"padding: expected an integer tensor (B,) with B={B}, got {shape}"
             )
@@ -520,11 +516,7 @@ def _padding_and_positions(attention_mask, position_ids, B, start, T, device):
             B,
             start + T,
         ):
-            shape = (
-                tuple(attention_mask.shape)
-                if isinstance(attention_mask, torch.Tensor)
-                else type(attention_mask).__name__
-            )
+            shape = shape_or_type(attention_mask)
             raise ValueError(
                 f"attention_mask: expected shape (B, K) = ({B}, {start + T}) (the "
                 f"{start} cached positions and this call's {T}), got {shape}"
@@ -717,11 +709,7 @@ class LlamaModel(nn.Module):
             or tokens.dim() != 2
             or tokens.is_floating_point()
         ):
-            shape = (
-                tuple(tokens.shape)
-                if isinstance(tokens, torch.Tensor)
-                else type(tokens).__name__
-            )
+            shape = shape_or_type(tokens)
             raise ValueError(f"tokens: expected an integer tensor (B, T), got {shape}")
         if tokens.numel() and (
             int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size
@@ -803,11 +791,7 @@ class LlamaModel(nn.Module):
             or prompt.dim() != 2
             or prompt.shape[1] == 0
         ):
-            shape = (
-                tuple(prompt.shape)
-                if isinstance(prompt, torch.Tensor)
-                else type(prompt).__name__
-            )
+            shape = shape_or_type(prompt)
             raise ValueError(
                 f"prompt: expected a non-empty integer tensor (B, T), got {shape}"
             )

@@ -34,6 +34,8 @@ import numbers
 import torch
 from torch import nn
 
+from ._checks import shape_or_type
+
 __all__ = [
     "rope_frequencies",
     "rope_cos_sin",
@@ -196,11 +198,7 @@ def rope_cos_sin(
         ``(cos, sin)``, each ``(T, d/2)`` or ``(B, T, d/2)``.
     """
     if not isinstance(positions, torch.Tensor) or positions.dim() not in (1, 2):
-        shape = (
-            tuple(positions.shape)
-            if isinstance(positions, torch.Tensor)
-            else type(positions).__name__
-        )
+        shape = shape_or_type(positions)
         raise ValueError(
             f"positions: expected an integer tensor (T,) or (B, T), got {shape}"
         )
@@ -240,7 +238,7 @@ def apply_rope(
     """
     _check_layout(layout)
     if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        shape = shape_or_type(x)
         raise ValueError(f"x: expected a 4-D tensor (B, H, T, d), got {shape}")
     B, H, T, d = x.shape
     if cos.shape != sin.shape:
@@ -321,7 +319,7 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """``x`` ``(B, H, T, d)`` rotated to ``positions`` ``(T,)`` or ``(B, T)``."""
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != self.dim:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            shape = shape_or_type(x)
             raise ValueError(f"x: expected (B, H, T, d) with d={self.dim}, got {shape}")
         cos, sin = self.cos_sin(positions, x.dtype)
         return apply_rope(x, cos, sin, self.layout)
