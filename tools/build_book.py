@@ -97,6 +97,9 @@ def zh_overrides(folder: Path) -> dict:
         "".join(f"{term} 1000 n\n" for term in glossary_chinese()), encoding="utf-8"
     )
     config["html_search_options"] = {"dict": str(words)}
+    # The Chinese site is published under the English one's zh/ (its canonical links).
+    site = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["html_baseurl"] = site["html"]["baseurl"] + "zh/"
     return config
 
 
@@ -118,7 +121,7 @@ def main(argv: list[str]) -> int:
         os.environ.setdefault("SOURCE_DATE_EPOCH", "1767225600")
         code = build("gettext", BUILD / "gettext", BUILD / ".doctrees-gettext")
         # The API reference stays English: its messages are the docstrings, whose reST roles
-        # (:func:, :class:) break when a translation is parsed as MyST (see README).
+        # (:func:, :class:) break when a translation is parsed as MyST (see MAINTAINERS.md).
         for page in UNTRANSLATED:
             (BUILD / "gettext" / f"{page}.pot").unlink(missing_ok=True)
         # sphinx.pot: the templates' own strings (the sidebar toggles' titles); the
