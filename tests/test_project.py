@@ -66,6 +66,13 @@ def test_linux_learners_and_ci_get_the_cpu_build_of_pytorch():
     line = f"pip install -r requirements.txt -e . {CPU_INDEX}"
     for doc in ("README.md", "book/setup.md"):
         assert line in (ROOT / doc).read_text(), f"{doc} lacks {line!r}"
+    # A maintainer's make book / make test on Linux: the Makefile installs the pinned
+    # version's CPU build before requirements-dev.txt, from PyTorch's CPU index if no
+    # index pip already knows has it.
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"TORCH_CPU_INDEX := {url}\n" in makefile
+    assert '"torch==$(TORCH)+cpu" --extra-index-url $(TORCH_CPU_INDEX)' in makefile
+    assert makefile.index("+cpu") < makefile.index("-r requirements-dev.txt")
     for workflow in (ROOT / ".github" / "workflows").glob("*.yml"):
         env = yaml.safe_load(workflow.read_text()).get("env", {})
         assert env.get("PIP_EXTRA_INDEX_URL") == url, (
@@ -201,6 +208,21 @@ def test_every_other_mention_of_the_repository_matches_config():
         text = (ROOT / rel).read_text()
         for found in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", text):
             assert found == url, f"{rel} mentions {found}, but _config.yml says {url}"
+
+
+def test_the_published_site_is_written_once():
+    """Where the site is published is set in _config.yml (html.baseurl), which the
+    build (canonical links, the Chinese site under zh/) and the PDF's links read; the
+    README shows it and must agree, and no other address of it is written anywhere."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    site = config["html"]["baseurl"]
+    assert re.fullmatch(r"https://[\w.-]+/([\w.-]+/)?", site), site
+    assert f"<{site}>" in (ROOT / "README.md").read_text()
+    docs = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "MAINTAINERS.md"]
+    docs += [*(ROOT / "book").glob("*.md"), *(ROOT / "tools").glob("*.py")]
+    for doc in docs:
+        for found in re.findall(r"https://[\w.-]+\.github\.io/[\w./-]*", doc.read_text()):
+            assert found.startswith(site), f"{doc.name} mentions {found}, not {site}"
 
 
 def test_the_landing_page_lists_every_chapter():

@@ -60,10 +60,8 @@ SINGLE = BUILD / "singlehtml"
 DEFAULT_OUT = BUILD / "pdf" / "attention-course.pdf"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-REPOSITORY = CONFIG["repository"]["url"]
-# GitHub Pages publishes https://github.com/OWNER/NAME at https://OWNER.github.io/NAME/.
-_owner, _name = REPOSITORY.removeprefix("https://github.com/").split("/")[:2]
-SITE = f"https://{_owner}.github.io/{_name}/"
+# Where the site is published: _config.yml's html.baseurl, the one place it is written.
+SITE = CONFIG["html"]["baseurl"]
 ZH_CONFIG = yaml.safe_load(
     (ROOT / "locales" / "zh_CN" / "config.yml").read_text(encoding="utf-8")
 )
