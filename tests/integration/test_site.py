@@ -17,7 +17,7 @@ screen of every page (1280 and 390 px, light; dark where checked) is saved under
 
 import json
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import pytest
 import yaml
@@ -280,6 +280,41 @@ def test_search_finds_chapter(browser, site_url, doc, word):
         assert any(doc in h for h in hits), (
             f"search for {word!r} did not return {doc}: {json.dumps(hits[:10])}"
         )
+        assert not problems, "\n".join(problems)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize(
+    "query, doc",
+    [
+        ("delta rule", "chapters/13_linear_attention"),
+        ("sliding window", "chapters/11_attention_in_a_real_model"),
+        ("KVCache", "chapters/08_grouped_query"),
+    ],
+)
+def test_a_concept_search_ranks_its_chapter_above_the_reference_pages(
+    browser, site_url, query, doc
+):
+    """A learner searching a concept lands on the chapter that teaches it first, not on
+    the API reference or the bibliography, which name it too (book/_ext/search_scorer.js);
+    they still come, below."""
+    context, page, problems = visit(browser, f"{site_url}/search.html?q={quote(query)}")
+    try:
+        page.wait_for_function(
+            "() => document.querySelectorAll('#search-results ul li a').length > 1"
+            " && !document.querySelector('#search-progress')?.textContent.includes('Prep')",
+            timeout=20_000,
+        )
+        page.wait_for_timeout(500)  # the list is filled one hit at a time
+        hits = page.eval_on_selector_all(
+            "#search-results ul li a", "els => els.map(e => e.getAttribute('href'))"
+        )
+        found = [i for i, h in enumerate(hits) if doc in h]
+        refs = [i for i, h in enumerate(hits) if "book/api" in h or "book/references" in h]
+        assert found, f"{query!r} did not find {doc}: {json.dumps(hits[:10])}"
+        assert refs, f"{query!r}: the reference pages should still be listed: {hits[:10]}"
+        assert found[0] < refs[0], f"{query!r}: {json.dumps(hits[:10])}"
         assert not problems, "\n".join(problems)
     finally:
         context.close()

@@ -242,6 +242,11 @@ def test_the_switch_keeps_a_section_whose_heading_sits_at_the_top_bar(
         ("注意力汇聚", "chapters/01_queries_keys_values"),
         ("带宽", "chapters/02_nadaraya_watson"),
         ("键值缓存", "chapters/08_grouped_query"),
+        # chapter 13's terms, whole words for jieba because the glossary lists them
+        ("线性注意力", "chapters/13_linear_attention"),
+        ("衰减门", "chapters/13_linear_attention"),
+        ("随机特征", "chapters/13_linear_attention"),
+        ("联想记忆", "chapters/13_linear_attention"),
     ],
 )
 def test_chinese_search_finds_the_chapter(browser, site_url, word, doc):
