@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -351,6 +352,40 @@ class LinearAttentionState:
         self._z = None if z is None else z.to(S.dtype).clone()
         self._length = 0
 
+    def _prepare(self, owner, state_name, queries, keys, values, beta, decay):
+        """Check a call's inputs against the rule and the state and map them;
+        returns ``(phi_q, phi_k, betas, decays)``, ``betas`` and ``decays`` of shape
+        ``(..., T)`` or None. Touches no state: every check comes before any write."""
+        _check_linear_inputs(queries, keys, values, "recurrent", 1, self.eps)
+        phi_q, phi_k = _features(self.feature_map, queries, keys)
+        *lead, T, F_ = phi_k.shape
+        Dv = values.shape[-1]
+        if self._S is not None:
+            expected = (*lead, Dv, F_)
+            if tuple(self._S.shape) != expected:
+                raise ValueError(
+                    f"{owner}: expected {state_name} of shape (..., Dv, F) = "
+                    f"{expected} to match the inputs, got {tuple(self._S.shape)}"
+                )
+            if self._S.dtype != phi_k.dtype or self._S.device != phi_k.device:
+                raise ValueError(
+                    f"{owner}: expected {state_name} and the inputs in one dtype on "
+                    f"one device, got {state_name} {self._S.dtype} on "
+                    f"{self._S.device}, inputs {phi_k.dtype} on {phi_k.device}"
+                )
+        if self.rule == "delta" and beta is None:
+            raise ValueError(f"{owner}: the delta rule needs beta")
+        if self.rule == "additive" and beta is not None:
+            raise ValueError(
+                f"{owner}: beta is the delta rule's; expected beta=None with "
+                "rule='additive'"
+            )
+        betas = _per_token("beta", beta, (*lead, T), phi_k, 2.0)
+        decays = _per_token("decay", decay, (*lead, T), phi_k, 1.0)
+        if self.rule == "delta":
+            _warn_if_unstable(phi_k, betas)
+        return phi_q, phi_k, betas, decays
+
     def step(
         self,
         queries: torch.Tensor,
@@ -360,12 +395,12 @@ class LinearAttentionState:
         beta: float | torch.Tensor | None = None,
         decay: float | torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Write ``T_new >= 1`` tokens one after the other and read each one's output.
+        """Write ``T_new >= 0`` tokens one after the other and read each one's output.
 
         Args:
             queries: ``(..., T_new, D)``.
             keys: ``(..., T_new, D)``.
-            values: ``(..., T_new, Dv)``.
+            values: ``(..., T_new, Dv)``, on the same device and of the same dtype.
             beta: the delta rule's write strength, a number in ``[0, 2]`` or a tensor
                 broadcastable to ``(..., T_new)`` (one per token and head); required
                 for ``"delta"``, refused for ``"additive"``.
@@ -373,59 +408,59 @@ class LinearAttentionState:
                 to ``(..., T_new)``); None: no decay.
 
         Returns:
-            ``(..., T_new, Dv)``. A call that raises leaves the state as it was.
+            ``(..., T_new, Dv)``. A call that raises leaves the state as it was; with
+            ``T_new = 0`` the output is empty and the state unchanged.
+
+        Warns:
+            RuntimeWarning: with the delta rule, when some ``beta |phi(k)|^2 > 2``
+            (see :func:`delta_rule`): the state then grows without bound.
         """
-        _check_linear_inputs(queries, keys, values, "recurrent", 1, self.eps)
-        phi_q, phi_k = _features(self.feature_map, queries, keys)
+        phi_q, phi_k, betas, decays = self._prepare(
+            "LinearAttentionState.step",
+            "the state S",
+            queries,
+            keys,
+            values,
+            beta,
+            decay,
+        )
         *lead, T, F_ = phi_k.shape
         Dv = values.shape[-1]
-        if self._S is not None:
-            expected = (*lead, Dv, F_)
-            if tuple(self._S.shape) != expected:
-                raise ValueError(
-                    "LinearAttentionState.step: expected inputs matching the state S "
-                    f"{tuple(self._S.shape)} (leading dims, Dv, F), got S of shape "
-                    f"{expected}"
-                )
-            if self._S.dtype != phi_k.dtype or self._S.device != phi_k.device:
-                raise ValueError(
-                    f"LinearAttentionState.step: expected {self._S.dtype} on "
-                    f"{self._S.device} (the state's), got {phi_k.dtype} on "
-                    f"{phi_k.device}"
-                )
-        if self.rule == "delta" and beta is None:
-            raise ValueError("LinearAttentionState.step: the delta rule needs beta")
-        if self.rule == "additive" and beta is not None:
-            raise ValueError(
-                "LinearAttentionState.step: beta is the delta rule's; expected "
-                "beta=None with rule='additive'"
-            )
-        betas = _per_token("beta", beta, (*lead, T), phi_k, 2.0)
-        decays = _per_token("decay", decay, (*lead, T), phi_k, 1.0)
+        if T == 0:  # nothing to write or read
+            return values.new_zeros(*lead, 0, Dv)
         S = phi_k.new_zeros(*lead, Dv, F_) if self._S is None else self._S
         z = None
         if self.normalize:
             z = phi_k.new_zeros(*lead, F_) if self._z is None else self._z
-        outs = []
-        for t in range(T):
-            k, v, q = phi_k[..., t, :], values[..., t, :], phi_q[..., t, :]
-            if decays is not None:
-                a = decays[..., t]  # (...)
-                S = a[..., None, None] * S
-                if z is not None:
-                    z = a[..., None] * z
-            if self.rule == "additive":
-                S = S + v.unsqueeze(-1) * k.unsqueeze(-2)  # (..., Dv, F)
-            else:
-                error = v - (S @ k.unsqueeze(-1)).squeeze(-1)  # (..., Dv)
-                S = S + (betas[..., t, None] * error).unsqueeze(-1) * k.unsqueeze(-2)
-            out = (S @ q.unsqueeze(-1)).squeeze(-1)  # (..., Dv)
-            if z is not None:
-                z = z + k
-                out = _divide(out, (z * q).sum(-1, keepdim=True) + self.eps)
-            outs.append(out)
+        out, S, z = _recurrence(
+            phi_q, phi_k, values, S, z, self.rule, betas, decays, self.eps
+        )
         self._S, self._z, self._length = S, z, self._length + T
-        return torch.stack(outs, dim=-2)  # (..., T_new, Dv)
+        return out
+
+
+def _recurrence(phi_q, phi_k, values, S, z, rule, betas, decays, eps):
+    """The state's update, one token at a time from ``(S, z)``; returns ``(outputs
+    (..., T, Dv), S, z)``."""
+    outs = []
+    for t in range(phi_k.shape[-2]):
+        k, v, q = phi_k[..., t, :], values[..., t, :], phi_q[..., t, :]
+        if decays is not None:
+            a = decays[..., t]  # (...)
+            S = a[..., None, None] * S
+            if z is not None:
+                z = a[..., None] * z
+        if rule == "additive":
+            S = S + v.unsqueeze(-1) * k.unsqueeze(-2)  # (..., Dv, F)
+        else:
+            error = v - (S @ k.unsqueeze(-1)).squeeze(-1)  # (..., Dv)
+            S = S + (betas[..., t, None] * error).unsqueeze(-1) * k.unsqueeze(-2)
+        out = (S @ q.unsqueeze(-1)).squeeze(-1)  # (..., Dv)
+        if z is not None:
+            z = z + k
+            out = _divide(out, (z * q).sum(-1, keepdim=True) + eps)
+        outs.append(out)
+    return torch.stack(outs, dim=-2), S, z  # (..., T, Dv)
 
 
 def delta_rule(
@@ -437,27 +472,132 @@ def delta_rule(
     decay: float | torch.Tensor | None = None,
     feature_map: Callable[[torch.Tensor], torch.Tensor] | None = None,
     initial_state: torch.Tensor | None = None,
+    chunk_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The delta rule over a whole sequence (DeltaNet; Gated DeltaNet with ``decay``):
-    :class:`LinearAttentionState` with ``rule="delta"``, from ``initial_state`` (zeros
-    if None).
+    """The delta rule over a whole sequence (DeltaNet; Gated DeltaNet with ``decay``),
+    from ``initial_state`` (zeros if None): per token, with ``k = phi(k_t)``,
+    ``q = phi(q_t)`` and ``a`` the decay (1 if None),
+    ``S <- a S (I - beta k k^T) + beta v k^T`` and ``out_t = S q``
+    (:class:`LinearAttentionState` with ``rule="delta"``).
+
+    Two forms give the same numbers (to rounding):
+
+    * ``chunk_size=None``: the recurrence, one token at a time;
+    * ``chunk_size=C``: the chunkwise form (Yang et al., 2024, "Parallelizing Linear
+      Transformers with the Delta Rule over Sequence Length"; with the gate, Yang,
+      Kautz and Hatamizadeh, 2025, "Gated Delta Networks"). Per chunk of ``C`` tokens
+      (the last may be shorter) the ``C`` rank-one updates are gathered in the WY
+      form ``T = (I + strictly_lower(diag(beta) K K^T))^-1 diag(beta)``, ``W = T K``,
+      ``U = T V`` (one triangular solve); the pseudo-values ``U - W S^T`` replace the
+      values, the outputs are the carried state's read plus a causal ``(C, C)``
+      attention inside the chunk, and ``S`` moves to the next chunk in one matrix
+      product. With the gate, ``a_{j+1} ... a_i`` multiplies the pair ``(i, j)``.
+      A loop over chunks instead of tokens, and matrix products instead of
+      matrix-vector ones: much faster for training and prefill (``C = 64`` is usual).
+
+    Stability: a write multiplies ``S`` by ``I - beta k k^T``, whose eigenvalue along
+    ``k`` is ``1 - beta |k|^2``; it lies in ``[-1, 1]`` only for ``0 <= beta |k|^2 <=
+    2``. Beyond, the state grows geometrically (``|k|^2 = 8``, ``beta = 1``: by 7 per
+    write along ``k``). DeltaNet therefore L2-normalises the keys and takes ``beta`` in
+    ``[0, 2]`` (usually a sigmoid, in ``(0, 1)``); a ``RuntimeWarning`` is raised when
+    some ``beta |phi(k)|^2`` exceeds 2 (by more than rounding).
 
     Args:
-        queries, keys: ``(..., T, D)``; values: ``(..., T, Dv)``.
+        queries, keys: ``(..., T, D)``; values: ``(..., T, Dv)``; one dtype, one
+            device.
         beta: a number in ``[0, 2]`` or a tensor broadcastable to ``(..., T)``.
         decay: None, a number in ``[0, 1]`` or a tensor broadcastable to ``(..., T)``.
         feature_map: applied to queries and keys (None: as they are; DeltaNet feeds
             L2-normalised keys).
-        initial_state: ``S`` ``(..., Dv, F)`` to start from.
+        initial_state: ``S`` ``(..., Dv, F)`` to start from (not changed).
+        chunk_size: None for the recurrence, or ``C >= 1`` for the chunkwise form.
 
     Returns:
-        ``(outputs (..., T, Dv), S (..., Dv, F))``, the final state.
+        ``(outputs (..., T, Dv), S (..., Dv, F))``, the final state. With ``T = 0``:
+        empty outputs and the initial state (a copy; zeros if None).
+
+    Warns:
+        RuntimeWarning: when some ``beta |phi(k)|^2 > 2``: the state will blow up.
     """
+    if chunk_size is not None:
+        check_size("delta_rule", chunk_size=chunk_size)
     state = LinearAttentionState(feature_map, rule="delta")
     if initial_state is not None:
+        if not isinstance(initial_state, torch.Tensor) or initial_state.dim() < 2:
+            raise ValueError(
+                "delta_rule: expected initial_state of shape (..., Dv, F), got "
+                f"{shape_or_type(initial_state)}"
+            )
         state.load(initial_state)
-    out = state.step(queries, keys, values, beta=beta, decay=decay)
-    return out, state.S
+    phi_q, phi_k, betas, decays = state._prepare(
+        "delta_rule", "initial_state", queries, keys, values, beta, decay
+    )
+    *lead, T, F_ = phi_k.shape
+    Dv = values.shape[-1]
+    S = phi_k.new_zeros(*lead, Dv, F_) if state.S is None else state.S
+    if T == 0:
+        return values.new_zeros(*lead, 0, Dv), S
+    if chunk_size is None:
+        out, S, _ = _recurrence(
+            phi_q, phi_k, values, S, None, "delta", betas, decays, 0.0
+        )
+        return out, S
+    return _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size)
+
+
+def _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size):
+    """The chunkwise delta rule (see :func:`delta_rule`): ``(outputs, final S)``."""
+    *lead, T, F_ = phi_k.shape
+    Dv = values.shape[-1]
+    C = min(chunk_size, T)
+    N = -(-T // C)  # chunks
+    pad = N * C - T
+    # padded tokens have k = 0, beta = 0 and decay 1: they leave the state as it is
+    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (phi_q, phi_k, values))
+    q = q.reshape(*lead, N, C, F_)  # (..., N, C, F)
+    k = k.reshape(*lead, N, C, F_)  # (..., N, C, F)
+    v = v.reshape(*lead, N, C, Dv)  # (..., N, C, Dv)
+    b = F.pad(betas, (0, pad)).reshape(*lead, N, C, 1)  # (..., N, C, 1)
+    ones = torch.ones(C, C, dtype=torch.bool, device=k.device)
+    strictly_lower, causal = ones.tril(-1), ones.tril()  # (C, C): j < i, j <= i
+    KK = k @ k.transpose(-1, -2)  # (..., N, C, C)
+    QK = q @ k.transpose(-1, -2)  # (..., N, C, C)
+    if decays is None:
+        gamma = tail = None
+        k_written = b * k  # (..., N, C, F): diag(beta) K
+    else:
+        a = F.pad(decays, (0, pad), value=1.0).reshape(*lead, N, C)  # (..., N, C)
+        # Gamma[i, j] = a_{j+1} ... a_i (j <= i), the decay from token j to token i,
+        # as a cumulative product down the columns of [a_l if l > j else 1]
+        Gamma = torch.where(strictly_lower, a.unsqueeze(-1), 1.0).cumprod(-2)
+        gamma = a.cumprod(-1).unsqueeze(-1)  # (..., N, C, 1): a_1 ... a_i, from start
+        tail = Gamma[..., -1, :].unsqueeze(-1)  # (..., N, C, 1): a_{i+1} ... a_C
+        KK, QK = KK * Gamma, QK * Gamma
+        k_written = b * gamma * k  # (..., N, C, F): diag(beta gamma) K
+    # (I + strictly_lower(diag(beta) K K^T)) X = [diag(beta) K | diag(beta) V],
+    # solved by forward substitution: X = [W | U]
+    I_plus_A = torch.where(strictly_lower, b * KK, 0.0) + torch.eye(
+        C, dtype=k.dtype, device=k.device
+    )  # (..., N, C, C), unit lower triangular
+    WU = torch.linalg.solve_triangular(
+        I_plus_A, torch.cat([k_written, b * v], dim=-1), upper=False
+    )  # (..., N, C, F + Dv)
+    W, U = WU.split([F_, Dv], dim=-1)  # (..., N, C, F), (..., N, C, Dv)
+    QK = torch.where(causal, QK, 0.0)  # (..., N, C, C): query i reads keys j <= i
+    outs = []
+    for n in range(N):
+        # the values the chunk writes, once the carried state has been read out
+        new_v = U[..., n, :, :] - W[..., n, :, :] @ S.transpose(-1, -2)  # (..., C, Dv)
+        q_n = (
+            q[..., n, :, :] if gamma is None else gamma[..., n, :, :] * q[..., n, :, :]
+        )
+        outs.append(q_n @ S.transpose(-1, -2) + QK[..., n, :, :] @ new_v)  # (.., C, Dv)
+        k_n = k[..., n, :, :] if tail is None else tail[..., n, :, :] * k[..., n, :, :]
+        if gamma is not None:
+            S = gamma[..., n, -1:, :] * S  # (..., 1, 1) * (..., Dv, F)
+        S = S + new_v.transpose(-1, -2) @ k_n  # (..., Dv, F)
+    out = torch.cat(outs, dim=-2)[..., :T, :]  # (..., T, Dv)
+    return out, S
 
 
 def linear_state_bytes(
@@ -564,3 +704,28 @@ def _per_token(name, value, shape, like, upper):
     if not torch.isfinite(tensor).all() or (tensor < 0).any() or (tensor > upper).any():
         raise ValueError(f"{name}: expected values in [0, {upper}], got {value!r}")
     return tensor
+
+
+def _warn_if_unstable(phi_k: torch.Tensor, betas: torch.Tensor) -> None:
+    """Warn when some write of the delta rule expands the state: the eigenvalue
+    ``1 - beta |k|^2`` of ``I - beta k k^T`` along ``k`` leaves ``[-1, 1]`` when
+    ``beta |k|^2 > 2``. One reduction and one read of a number; the slack covers
+    rounding (unit keys with ``beta = 2`` in 16-bit formats are not warned about)."""
+    if phi_k.numel() == 0:
+        return
+    with torch.no_grad():
+        squared_norms = torch.linalg.vector_norm(
+            phi_k, dim=-1, dtype=torch.promote_types(phi_k.dtype, torch.float32)
+        ).square()  # (..., T)
+        worst = (betas * squared_norms).amax()
+    limit = 2 * (1 + max(1e-3, 8 * torch.finfo(phi_k.dtype).eps))
+    if worst > limit:
+        warnings.warn(
+            f"delta rule: beta * |phi(k)|^2 reaches {worst.item():.3g} > 2, so the "
+            "state grows at every such write (the update multiplies S by I - beta k "
+            "k^T, whose eigenvalue along k is 1 - beta |k|^2, inside [-1, 1] only for "
+            "beta |k|^2 in [0, 2]); use L2-normalised keys (|phi(k)| = 1) and beta in "
+            "[0, 2]",
+            RuntimeWarning,
+            stacklevel=4,
+        )

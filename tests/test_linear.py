@@ -359,6 +359,142 @@ def test_gated_delta_rule_matches_fla_float32():
     )
 
 
+# -- the chunkwise delta rule --------------------------------------------------------
+
+
+def delta_inputs(*lead, T=37, D=5, Dv=4, seed=11, dtype=torch.float64):
+    """Queries, L2-normalised keys, values, per-token beta in [0, 2], per-token decay
+    in [0, 1] (some exactly 0 and 1) and an initial state."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = qkv(*lead, T=T, D=D, Dv=Dv, seed=seed, dtype=dtype)
+    k = F.normalize(k, dim=-1)
+    beta = 2 * torch.rand(*lead, T, generator=g, dtype=dtype)
+    decay = torch.rand(*lead, T, generator=g, dtype=dtype)
+    decay[..., 3], decay[..., 5] = 0.0, 1.0  # a gate that forgets all, one that keeps
+    S0 = torch.randn(*lead, Dv, D, generator=g, dtype=dtype)
+    return q, k, v, beta, decay, S0
+
+
+@pytest.mark.parametrize("lead", [(), (2, 3)])
+@pytest.mark.parametrize("T, C", [(37, 8), (37, 1), (37, 37), (37, 64), (64, 16)])
+@pytest.mark.parametrize("gated", [False, True])
+def test_chunkwise_delta_rule_equals_the_recurrence_float64(lead, T, C, gated):
+    q, k, v, beta, decay, S0 = delta_inputs(*lead, T=T)
+    for b, S_init in ((beta, None), (0.7, S0)):  # beta per token or one number
+        for d in (decay, 0.9) if gated else (None,):
+            kwargs = dict(decay=d, initial_state=S_init)
+            loop, S_loop = al.delta_rule(q, k, v, b, **kwargs)
+            chunked, S_chunked = al.delta_rule(q, k, v, b, chunk_size=C, **kwargs)
+            assert chunked.shape == (*lead, T, 4) and S_chunked.shape == (*lead, 4, 5)
+            assert (chunked - loop).abs().max() <= 1e-12
+            assert (S_chunked - S_loop).abs().max() <= 1e-12
+
+
+def test_chunkwise_delta_rule_with_a_feature_map_and_in_two_calls():
+    q, _, v, beta, decay, _ = delta_inputs(2, T=30, seed=12)
+    k = torch.randn(2, 30, 5, generator=torch.Generator().manual_seed(12))
+    k = k.double()
+    unit = lambda x: F.normalize(x, dim=-1)  # noqa: E731
+    loop, S_loop = al.delta_rule(q, k, v, beta, decay=decay, feature_map=unit)
+    first, S1 = al.delta_rule(
+        q[:, :11],
+        k[:, :11],
+        v[:, :11],
+        beta[:, :11],
+        decay=decay[:, :11],
+        feature_map=unit,
+        chunk_size=4,
+    )
+    second, S2 = al.delta_rule(
+        q[:, 11:],
+        k[:, 11:],
+        v[:, 11:],
+        beta[:, 11:],
+        decay=decay[:, 11:],
+        feature_map=unit,
+        chunk_size=4,
+        initial_state=S1,
+    )
+    assert (torch.cat([first, second], -2) - loop).abs().max() <= 1e-12
+    assert (S2 - S_loop).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_chunkwise_delta_rule_has_the_recurrences_gradients(gated):
+    """Backpropagation through the chunkwise form (the triangular solve, the decay's
+    cumulative products) gives the recurrence's gradients, for every input."""
+    inputs = list(delta_inputs(2, T=23, seed=13))
+    if not gated:
+        inputs[4] = None
+    grads = {}
+    for C in (None, 5):
+        leaves = [None if x is None else x.clone().requires_grad_() for x in inputs]
+        q, k, v, beta, decay, S0 = leaves
+        out, S = al.delta_rule(
+            q, k, v, beta, decay=decay, initial_state=S0, chunk_size=C
+        )
+        g = torch.Generator().manual_seed(14)
+        loss = (out * torch.randn(out.shape, generator=g, dtype=out.dtype)).sum()
+        loss = loss + (S * torch.randn(S.shape, generator=g, dtype=S.dtype)).sum()
+        loss.backward()
+        grads[C] = [x.grad for x in leaves if x is not None]
+    for ours, loop in zip(grads[5], grads[None]):
+        assert (ours - loop).abs().max() <= 1e-11
+
+
+def test_chunkwise_delta_rule_passes_gradcheck():
+    q, k, v, beta, decay, S0 = delta_inputs(T=6, D=3, Dv=2, seed=15)
+    # inside (0, 1) and (0, 2), so that gradcheck's small steps stay in range
+    decay, beta = 0.5 + 0.4 * decay, 0.1 + 0.9 * beta
+
+    def f(q, k, v, beta, decay, S0):
+        return al.delta_rule(q, k, v, beta, decay=decay, initial_state=S0, chunk_size=3)
+
+    inputs = [x.requires_grad_() for x in (q, k, v, beta, decay, S0)]
+    assert torch.autograd.gradcheck(f, inputs, fast_mode=True)
+
+
+def test_chunkwise_delta_rule_matches_fla_chunk_delta_rule_float64():
+    """fla's delta_rule_chunkwise (layout (B, H, T, D), queries scaled by D**-0.5,
+    state (D, Dv) = our S^T, T a multiple of the chunk) computes in float64."""
+    fla = fla_reference("delta_rule")
+    q, k, v, beta, _, _ = delta_inputs(2, 3, T=64, D=8, Dv=6, seed=16)
+    beta = beta / 2  # fla's beta is a sigmoid's, in (0, 1)
+    theirs, S_theirs = fla.delta_rule_chunkwise(q, k, v, beta, chunk_size=16)
+    assert theirs.dtype == torch.float64
+    for C in (16, 10):
+        ours, S = al.delta_rule(q * 8**-0.5, k, v, beta, chunk_size=C)
+        assert (ours - theirs).abs().max() <= 1e-12
+        assert (S.transpose(-1, -2) - S_theirs).abs().max() <= 1e-12
+
+
+def test_chunkwise_gated_delta_rule_matches_fla_naive_chunk_float32():
+    """fla's naive_chunk_gated_delta_rule (layout (B, T, H, D), gate g = log(decay),
+    scale D**-0.5, state (D, Dv), pads T to a multiple of the chunk) casts to float32:
+    compared at float32's tolerance, with T = 45 not a multiple of 16 and an initial
+    state."""
+    fla = fla_reference("gated_delta_rule")
+    q, k, v, beta, decay, S0 = delta_inputs(2, 3, T=45, D=8, Dv=6, seed=17)
+    beta, decay = beta / 2, 0.8 + 0.2 * decay  # fla's ranges
+    ours, S = al.delta_rule(
+        q * 8**-0.5, k, v, beta, decay=decay, initial_state=S0, chunk_size=16
+    )
+    theirs, S_theirs = fla.naive_chunk_gated_delta_rule(
+        *(x.transpose(1, 2) for x in (q, k, v)),
+        decay.log().transpose(1, 2),
+        beta.transpose(1, 2),
+        chunk_size=16,
+        initial_state=S0.transpose(-1, -2),
+        output_final_state=True,
+    )
+    torch.testing.assert_close(
+        ours.float(), theirs.transpose(1, 2), rtol=1e-4, atol=1e-5
+    )
+    torch.testing.assert_close(
+        S.transpose(-1, -2).float(), S_theirs, rtol=1e-4, atol=1e-5
+    )
+
+
 def test_delta_rule_overwrites_where_the_additive_rule_accumulates():
     """Orthonormal keys, each written twice with two different values: the delta rule
     (beta = 1) returns the second value, the additive rule the sum of both."""
@@ -466,11 +602,14 @@ def test_bad_input_is_refused_with_a_clear_message():
 
 def test_inputs_are_not_changed():
     q, k, v = qkv(2, T=8)
-    copies = [t.clone() for t in (q, k, v)]
+    k = F.normalize(k, dim=-1)
+    S0 = torch.randn(2, 4, 5, dtype=torch.float64)
+    copies = [t.clone() for t in (q, k, v, S0)]
     for form in al.linear.FORMS:
         al.linear_attention(
             q, k, v, form=form, chunk_size=3, valid_lens=torch.tensor([8, 3])
         )
-    al.delta_rule(q, k, v, 0.5, decay=0.9)
-    for t, c in zip((q, k, v), copies):
+    for chunk_size in (None, 3):
+        al.delta_rule(q, k, v, 0.5, decay=0.9, initial_state=S0, chunk_size=chunk_size)
+    for t, c in zip((q, k, v, S0), copies):
         assert torch.equal(t, c)
