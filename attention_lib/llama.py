@@ -505,11 +505,29 @@ def _rotate(rope, x, cos, sin):
     return apply_rope(x, cos, sin, rope.layout)
 
 
-def _padding_and_positions(attention_mask, position_ids, B, start, T, device):
+# the dtypes an attention_mask may have (transformers passes long, bool or float masks)
+_MASK_DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+)
+
+
+def _padding_and_positions(
+    attention_mask, position_ids, B, start, T, device, empty_rows=False
+):
     """Check a left-padding ``attention_mask (B, start + T)`` and ``position_ids (B,
     T)`` (either may be None) -> ``(padding (B,) or None, position_ids (B, T) or
     None)``; ``padding`` is the count of leading zeros of each row, None when the
-    mask has none (then the unpadded paths run)."""
+    mask has none (then the unpadded paths run). ``empty_rows``: a row may be all
+    padding so far (a chunk of a cached prefill; its real tokens come later)."""
     padding = None
     if attention_mask is not None:
         if not isinstance(attention_mask, torch.Tensor) or attention_mask.shape != (
@@ -521,12 +539,21 @@ def _padding_and_positions(attention_mask, position_ids, B, start, T, device):
                 f"attention_mask: expected shape (B, K) = ({B}, {start + T}) (the "
                 f"{start} cached positions and this call's {T}), got {shape}"
             )
-        if attention_mask.is_complex() or not bool(
-            ((attention_mask == 0) | (attention_mask == 1)).all()
+        if (
+            attention_mask.dtype not in _MASK_DTYPES
+            or attention_mask.layout != torch.strided
         ):
             raise ValueError(
+                "attention_mask: expected a dense integer, bool or float tensor of 1 "
+                "(real token) and 0 (padding), got dtype "
+                f"{attention_mask.dtype}, layout {attention_mask.layout}"
+            )
+        wrong = ~((attention_mask == 0) | (attention_mask == 1))  # NaN is wrong too
+        if bool(wrong.any()):
+            values = attention_mask[wrong].unique()[:6].tolist()
+            raise ValueError(
                 "attention_mask: expected 1 (real token) or 0 (padding) everywhere, "
-                f"got values {attention_mask.unique()[:6].tolist()}"
+                f"got values {values}"
             )
         real = attention_mask.to(device=device, dtype=torch.long)  # (B, K) of 0/1
         if bool((real[:, 1:] < real[:, :-1]).any()):
@@ -536,11 +563,12 @@ def _padding_and_positions(attention_mask, position_ids, B, start, T, device):
                 f"ones), got row {row} = {real[row].tolist()} (right padding or a "
                 "hole)"
             )
-        if not bool(real[:, -1].all()):
+        if not empty_rows and not bool(real[:, -1].all()):
             row = int((real[:, -1] == 0).nonzero()[0, 0])
             raise ValueError(
                 f"attention_mask: expected at least one real token in every row, got "
-                f"row {row} all padding"
+                f"row {row} all padding (with kv_caches, a chunk may be all padding "
+                "for a row whose real tokens come in a later chunk)"
             )
         pads = (real.shape[1] - real.sum(1)).to(device)  # (B,)
         if bool(pads.any()):
@@ -611,7 +639,9 @@ class LlamaModel(nn.Module):
     its zeros first in each row; ``position_ids (B, T)`` default to ``cumsum(mask) -
     1`` (0 at padding), as transformers' ``generate`` computes them. The logits at
     real tokens are then those of each prompt run alone; at padding they mean nothing.
-    ``generate(prompt, n, attention_mask=mask)`` extends the mask by itself.
+    A cached prefill may be cut into chunks anywhere, even where a chunk is all
+    padding for a row. ``generate(prompt, n, attention_mask=mask)`` extends the mask
+    by itself; with ``eos_id`` a finished row emits ``pad_id``, as transformers'.
 
     The model keeps its own copy of the config (``model.config``), which
     :meth:`set_window` and :func:`~attention_lib.convert_to_gqa` keep up to date.
@@ -696,13 +726,22 @@ class LlamaModel(nn.Module):
         greedy decoding needs: a prompt's other rows would cost ``2 T E V`` FLOPs).
 
         ``attention_mask``: None (every token real) or ``(B, K)`` with ``K =
-        len(cache) + T``, 1 = real token, 0 = padding, left padding only (a row's zeros
-        come first; it has at least one 1): anything else raises ``ValueError``. A
-        mask of ones is no mask. ``position_ids``: None or an integer ``(B, T)``, the
-        RoPE positions of this call's tokens (default: ``cumsum(mask) - 1`` over the
-        mask's row, 0 at padding; without a mask ``len(cache) .. len(cache) + T - 1``).
-        That default is what transformers' ``generate`` passes; its ``forward`` alone
-        defaults to the slots, so pass the same ``position_ids`` to compare one pass.
+        len(cache) + T`` (integer, bool or float), 1 = real token, 0 = padding, left
+        padding only (a row's zeros come first): anything else raises ``ValueError``
+        and leaves the caches as they were. A mask of ones is no mask. Without
+        ``kv_caches`` every row needs a real token. With them, a prefill may be
+        chunked anywhere: a chunk may be all padding for a row whose real tokens come
+        in a later chunk (its cache then holds padding slots, never seen as keys). The
+        logits at padding slots mean nothing.
+
+        ``position_ids``: None or an integer ``(B, T)``, the RoPE positions of this
+        call's tokens (default: ``cumsum(mask) - 1`` over the mask's row, 0 at
+        padding; without a mask ``len(cache) .. len(cache) + T - 1``). That default is
+        what transformers' ``generate`` passes; its ``forward`` alone defaults to the
+        slots, so pass the same ``position_ids`` to compare one pass. RoPE scores see
+        only offsets, so moving all of a row's positions by one amount changes its
+        logits by round-off only: the padding mask is what makes a row equal its
+        prompt alone (positions would matter to absolute position embeddings).
         """
         if (
             not isinstance(tokens, torch.Tensor)
@@ -739,8 +778,9 @@ class LlamaModel(nn.Module):
                 )
             start = next(iter(starts), 0)
             padding, position_ids = _padding_and_positions(
-                attention_mask, position_ids, B, start, T, tokens.device
-            )
+                attention_mask, position_ids, B, start, T, tokens.device,
+                empty_rows=kv_caches is not None,
+            )  # fmt: skip
         x = self.embedding(tokens)  # (B, T, E)
         cos_sin = None  # every layer rotates at the same positions: compute once
         if position_ids is not None:
@@ -771,13 +811,19 @@ class LlamaModel(nn.Module):
         use_cache: bool = True,
         eos_id=None,
         attention_mask=None,
+        pad_id=None,
     ):
-        """Greedy decoding: ``prompt (B, T)`` -> ``(B, T + n)``, ``n <= max_new_tokens``
-        (it stops early when every row has produced ``eos_id``).
+        """Greedy decoding: ``prompt (B, T)`` -> ``(B, T + n)``, ``n <= max_new_tokens``.
 
-        ``attention_mask (B, T)``: prompts of different lengths, left-padded (1 = real
-        token, 0 = padding; see :meth:`forward`); each row's new tokens are those of
-        its prompt alone, as transformers' ``generate`` with the same padding."""
+        ``eos_id``: a row that has produced this token is finished: its later tokens
+        are ``pad_id`` (default ``eos_id``, as transformers when no pad token is set),
+        and decoding stops when every row is finished. ``attention_mask (B, T)``:
+        prompts of different lengths, left-padded (1 = real token, 0 = padding; see
+        :meth:`forward`). Each row's new tokens are those of its prompt alone (up to
+        its ``eos_id``, then ``pad_id``), as transformers' ``generate`` with the same
+        padding, ``eos_token_id`` and ``pad_token_id``. Rows never see each other, so
+        a finished row changes nothing in the others; like transformers, it is still
+        fed (its pads, as real tokens) until the batch stops."""
         if (
             isinstance(max_new_tokens, bool)
             or not isinstance(max_new_tokens, int)
@@ -795,6 +841,18 @@ class LlamaModel(nn.Module):
             raise ValueError(
                 f"prompt: expected a non-empty integer tensor (B, T), got {shape}"
             )
+        V = self.config.vocab_size
+        for name, value in (("eos_id", eos_id), ("pad_id", pad_id)):
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 0 <= value < V
+            ):
+                raise ValueError(
+                    f"{name}: expected None or a token id in 0 .. {V - 1}, got "
+                    f"{value!r}"
+                )
+        pad = eos_id if pad_id is None else pad_id
         mask = None
         if attention_mask is not None:
             B, T = prompt.shape
@@ -813,14 +871,15 @@ class LlamaModel(nn.Module):
                 attention_mask=mask,
             )  # fmt: skip
             nxt = logits[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            if eos_id is not None:  # a finished row emits padding
+                nxt = nxt.masked_fill(done[:, None], pad)
+                done = done | (nxt[:, 0] == eos_id)
             tokens = torch.cat([tokens, nxt], 1)
             new = nxt
             if mask is not None:  # (B, K + 1): the new token is real
                 mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], 1)
-            if eos_id is not None:
-                done |= nxt[:, 0] == eos_id
-                if bool(done.all()):
-                    break
+            if eos_id is not None and bool(done.all()):
+                break
         return tokens
 
     # ---- weights from transformers -------------------------------------------------

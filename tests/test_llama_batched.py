@@ -94,8 +94,9 @@ def test_padded_batch_logits_equal_transformers(case, seed):
     first = int((1 - mask).sum(1).max()) + 1
     chunks = [first] + [2] * ((T - first) // 2) + [1] * ((T - first) % 2)
     # the readable path's softmax runs in float32 (as transformers' eager path, whose
-    # padded rows are NaN in 5.23): against SDPA to float32 round-off, and exactly
-    # against each prompt alone on the same path
+    # padded rows are NaN in 5.23): against SDPA, and against each prompt alone, to
+    # float32 round-off (a padded row's float32 softmax sums its longer row in another
+    # order on some CPUs' kernels)
     for need_weights, tol in ((False, TOL), (True, dict(atol=1e-5, rtol=0))):
         uncached = ours(tokens, need_weights=need_weights, attention_mask=mask)
         cached = _cached(ours, tokens, mask, chunks, need_weights)
@@ -103,7 +104,7 @@ def test_padded_batch_logits_equal_transformers(case, seed):
             torch.testing.assert_close(got[real], ref[real], **tol)
             for b, p in enumerate(prompts):
                 alone = ours(p[None], need_weights=need_weights)[0]  # (n, V)
-                torch.testing.assert_close(got[b, T - len(p) :], alone, **TOL)
+                torch.testing.assert_close(got[b, T - len(p) :], alone, **tol)
     # the slip: padding seen as tokens changes the padded rows' logits
     plain = ours(tokens)
     assert (plain[real] - ref[real]).abs().max() > 1e-3
@@ -126,6 +127,79 @@ def test_padded_generate_equals_transformers_and_each_prompt_alone(case, use_cac
     for b, p in enumerate(prompts):
         alone = ours.generate(p[None], n, use_cache=use_cache)
         assert torch.equal(got[b, tokens.shape[1] :], alone[0, len(p) :])
+
+
+@pytest.mark.parametrize("case", ["llama", "mistral-window-3"])
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("pad_id", [PAD, None])
+@torch.no_grad()
+def test_padded_generate_with_eos_pads_finished_rows_as_transformers(
+    case, use_cache, pad_id
+):
+    """A row that has produced ``eos_id`` emits ``pad_id`` (default: eos_id, as
+    transformers when no pad token is set) until the batch stops; the other rows go on
+    as their prompts alone; decoding stops once every row is finished."""
+    kind, kw = CASES[case]
+    hf, ours = _pair(5, kind, **kw)
+    tokens, mask, prompts = _left_padded([8, 3, 5], 7)
+    T, n = tokens.shape[1], 10
+    free = ours.generate(tokens, n, attention_mask=mask)[:, T:]  # (3, n), no eos
+    eos = int(free[1, 2])  # row 1 finishes at its third new token
+    assert eos not in free[1, :2].tolist()  # (the test's seed: not before)
+    got = ours.generate(
+        tokens, n, use_cache=use_cache, eos_id=eos, attention_mask=mask, pad_id=pad_id
+    )
+    ref = hf.generate(
+        tokens, attention_mask=mask, max_new_tokens=n, do_sample=False,
+        eos_token_id=eos, pad_token_id=eos if pad_id is None else pad_id,
+    )  # fmt: skip
+    assert torch.equal(got, ref)
+    fill = eos if pad_id is None else pad_id
+    assert got[1, T + 3 :].eq(fill).all() and got.shape[1] > T + 3  # padded, going on
+    for b, p in enumerate(prompts):  # each row: its prompt alone, then padding
+        alone = ours.generate(p[None], n, eos_id=eos)[0, len(p) :]
+        row = got[b, T:]
+        assert torch.equal(row[: len(alone)], alone)
+        assert row[len(alone) :].eq(fill).all()
+    # the batch stops when every row has finished, as transformers'
+    for eos in {int(t) for t in free[:, :4].flatten()}:
+        stop = ours.generate(tokens, n, eos_id=eos, attention_mask=mask, pad_id=PAD)
+        ref = hf.generate(
+            tokens, attention_mask=mask, max_new_tokens=n, do_sample=False,
+            eos_token_id=eos, pad_token_id=PAD,
+        )  # fmt: skip
+        assert torch.equal(stop, ref)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@torch.no_grad()
+def test_chunked_prefill_whose_chunk_is_all_padding_for_a_row(case):
+    """A cached prefill cut anywhere: the first chunks are all padding for the short
+    rows (transformers accepts them); the logits at real tokens are transformers' (one
+    pass) and each prompt's alone, and the greedy continuation too."""
+    kind, kw = CASES[case]
+    hf, ours = _pair(4, kind, **kw)
+    tokens, mask, prompts = _left_padded([11, 2, 6, 1], 9)
+    T = tokens.shape[1]
+    real = mask.bool()
+    ref = hf(tokens, attention_mask=mask, position_ids=_hf_positions(mask)).logits
+    for chunks in ([1, 2, 3, 5], [4, 6, 1], [9, 2], [1] * T):
+        assert not mask[:, : chunks[0]].any(1).all()  # a row all padding at first
+        for need_weights, tol in ((False, TOL), (True, dict(atol=1e-5, rtol=0))):
+            got = _cached(ours, tokens, mask, chunks, need_weights)
+            assert got.isfinite().all()
+            torch.testing.assert_close(got[real], ref[real], **tol)
+            for b, p in enumerate(prompts):
+                alone = ours(p[None], need_weights=need_weights)[0]  # (n, V)
+                torch.testing.assert_close(got[b, T - len(p) :], alone, **tol)
+    # a window with sinks: the sinks are each row's first real tokens
+    ours.set_window(4, 2)
+    whole = ours(tokens, attention_mask=mask)
+    for chunks in ([1, 2, 3, 5], [1] * T):
+        got = _cached(ours, tokens, mask, chunks)
+        torch.testing.assert_close(got[real], whole[real], **TOL)
+        for b, p in enumerate(prompts):
+            torch.testing.assert_close(got[b, T - len(p) :], ours(p[None])[0], **TOL)
 
 
 @pytest.mark.parametrize("window, sinks", [(4, 2), (3, 1), (None, 0)])
@@ -207,6 +281,15 @@ def test_bad_masks_and_positions_are_refused_and_change_nothing():
                 [[1, 1, 1, 1, 1, 1], [0, 1, 0, 1, 1, 1]]
             ),
             "got list": ok.tolist(),
+            # issue 35: every wrong dtype or value is the library's ValueError
+            r"1 \(real token\) or 0.*nan": ok.double().masked_fill(ok == 0, torch.nan),
+            r"dtype torch.complex64": ok.to(torch.complex64),
+            r"dtype torch.complex128": ok.to(torch.complex128),
+            r"dtype torch.float8_e4m3fn": ok.to(torch.float8_e4m3fn),
+            r"layout torch.sparse_coo": ok.to_sparse(),
+            r"left padding.*row 1 = \[0, 1, 1, 0, 1, 1\]": torch.tensor(
+                [[True] * 6, [False, True, True, False, True, True]]
+            ),
         }
         for match, m in bad.items():
             with pytest.raises(ValueError, match=match):
@@ -226,7 +309,8 @@ def test_bad_masks_and_positions_are_refused_and_change_nothing():
         # then the right call goes through
         ours(new, caches, attention_mask=ok)
         assert [len(c) for c in caches] == [6] * 2
-    # a row of nothing but padding; and in generate, the mask must fit the prompt
+    # a row of nothing but padding, without caches (no later chunk can bring its
+    # tokens); and in generate, the mask must fit the prompt
     empty = torch.tensor([[1, 1, 1], [0, 0, 0]])
     with pytest.raises(ValueError, match="row 1 all padding"):
         ours(torch.ones(2, 3, dtype=torch.long), attention_mask=empty)
@@ -236,6 +320,13 @@ def test_bad_masks_and_positions_are_refused_and_change_nothing():
         ours.generate(
             torch.ones(2, 3, dtype=torch.long), 2, attention_mask=empty[:, 1:]
         )
+    for kw, match in (
+        (dict(eos_id=V), rf"eos_id: expected None or a token id in 0 \.\. {V - 1}"),
+        (dict(eos_id=1, pad_id=-1), "pad_id: expected.*got -1"),
+        (dict(eos_id=1.0), "eos_id: expected.*got 1.0"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ours.generate(torch.ones(2, 3, dtype=torch.long), 2, **kw)
 
 
 # ---- the real model ------------------------------------------------------------------
@@ -292,3 +383,27 @@ def test_smollm2_two_prompts_in_one_padded_batch():
         eos_token_id=None, pad_token_id=0,
     )  # fmt: skip
     assert torch.equal(batch, ref)
+    # chat prompts with eos: a finished row is padded, as transformers' (issue 38)
+    eos = tok.token_to_id("<|im_end|>")
+    chats = [
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+        "<|im_start|>assistant\n",
+        "<|im_start|>user\nWrite a long story about a cat.<|im_end|>\n"
+        "<|im_start|>assistant\n",
+    ]
+    prompts = [torch.tensor(tok.encode(t).ids) for t in chats]
+    T = max(len(p) for p in prompts)
+    tokens = torch.zeros(2, T, dtype=torch.long)
+    mask = torch.zeros(2, T, dtype=torch.long)
+    for b, p in enumerate(prompts):
+        tokens[b, T - len(p) :], mask[b, T - len(p) :] = p, 1
+    n = 16
+    batch = ours.generate(tokens, n, eos_id=eos, attention_mask=mask, pad_id=0)
+    ref = hf.generate(
+        tokens, attention_mask=mask, max_new_tokens=n, do_sample=False,
+        eos_token_id=eos, pad_token_id=0,
+    )  # fmt: skip
+    assert torch.equal(batch, ref)
+    row = batch[0, T:].tolist()
+    assert eos in row and set(row[row.index(eos) + 1 :]) == {0}  # then padding
+    assert batch.shape[1] == T + n and eos not in batch[1, T:].tolist()
