@@ -11,6 +11,7 @@ width); boolean masks mean True = keep, as in
 from . import exercises  # al.exercises.check: the self-checking exercises
 from .cache import KVCache
 from .decoder import DecoderBlock, TinyDecoder
+from .explorer import HeadExplorer, explore_heads
 from .gguf_loader import GGUFFile, smollm2_path
 from .kernels import (
     NadarayaWatson,
@@ -158,6 +159,9 @@ __all__ = [
     "rope_layout_permutation",
     "yarn_mscale",
     "RotaryEmbedding",
+    # every head of a model, interactive (chapter 11)
+    "explore_heads",
+    "HeadExplorer",
     # multi-head latent attention (chapter 12)
     "mla_cache_bytes",
     "LatentCache",
