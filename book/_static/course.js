@@ -15,7 +15,8 @@
   var MIN_SCALE = { diagram: 0.7, plot: 0.65 };
 
   function kindOf(img) {
-    if (img.closest(".btn, .navbar-brand, .course-card-icon")) return null;
+    // (the head explorer's static picture is its own: shown until its script runs, and in print)
+    if (img.closest(".btn, .navbar-brand, .course-card-icon, .attention-explorer")) return null;
     if (img.closest(".cell_output, .output")) return "plot";
     if (img.closest(".bd-article")) return "diagram";
     return null;
