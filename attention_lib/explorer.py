@@ -24,6 +24,7 @@ import base64
 import hashlib
 import html
 import json
+import re
 import struct
 import zlib
 from importlib.resources import files
@@ -34,7 +35,7 @@ import torch
 
 from . import plotting
 
-__all__ = ["HeadExplorer", "explore_heads"]
+__all__ = ["HeadExplorer", "explore_heads", "relabel"]
 
 # A head is marked when its score exceeds these (the explorer's "Mark" menu).
 THRESHOLDS = {"sink": 0.5, "previous": 0.5, "induction": 0.3}
@@ -117,42 +118,21 @@ class HeadExplorer:
 
     def html(self) -> str:
         """The self-contained HTML fragment (what a notebook and the website show)."""
-        strings = _strings(self.language)
         payload = {
             "layers": self.num_layers,
             "heads": self.num_heads,
             "kvHeads": self.num_kv_heads,
             "start": list(self.start),
             "thresholds": THRESHOLDS,
-            "strings": strings,
+            "strings": dict(STRINGS),
             "texts": [
                 {"name": n, "tokens": t, "period": p}
                 for n, t, p in zip(self.names, self.tokens, self.periods)
             ],
             "weights": base64.b64encode(zlib.compress(self._uint8(), 9)).decode(),
         }
-        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        data = data.replace("</", "<\\/")  # never ends its <script> early
-        uid = "ae-" + hashlib.sha256(data.encode()).hexdigest()[:12]
         png = base64.b64encode(_static_png(self.weights[0])).decode()
-        esc = html.escape
-        lang = "zh-CN" if (self.language or "").startswith("zh") else "en"
-        script = (files("attention_lib") / "explorer.js").read_text(encoding="utf-8")
-        return (
-            f'<div class="attention-explorer mathjax_ignore tex2jax_ignore" id="{uid}" '
-            f'lang="{lang}" style="background:#fff;color:#222;padding:6px;'
-            f'border-radius:4px;max-width:100%;overflow:hidden">'
-            f'<div class="ae-static">'
-            f'<img src="data:image/png;base64,{png}" alt="{esc(strings["static"])}" '
-            f'style="max-width:100%;image-rendering:pixelated">'
-            f'<p class="ae-note" style="margin:4px 0;font-size:0.9em">'
-            f'<span class="ae-screen">{esc(strings["static"])}</span>'
-            f'<span class="ae-print" style="display:none">{esc(strings["print"])}'
-            f"</span></p></div>"
-            f'<div class="ae-ui" style="display:none"></div>'
-            f'<script type="application/json" class="ae-data">{data}</script>'
-            f"<script>{script}</script></div>"
-        )
+        return _fragment(payload, png, self.language)
 
     def save(self, path) -> Path:
         """A standalone page (works from ``file://``, no network); returns its path."""
@@ -177,6 +157,54 @@ class HeadExplorer:
             q = torch.round(w[:, :, rows, cols] * 255).to(torch.uint8)  # (L, H, tri)
             parts.append(q.numpy().tobytes())
         return b"".join(parts)
+
+
+def _fragment(payload: dict, png: str, language: str | None) -> str:
+    """The HTML of an explorer: ``payload`` with English strings and names, shown in
+    ``language`` (None: English)."""
+    strings = _strings(language)
+    payload = {**payload, "strings": strings}
+    payload["texts"] = [
+        {**t, "name": _name(t["name"], language)} for t in payload["texts"]
+    ]
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    data = data.replace("</", "<\\/")  # never ends its <script> early
+    uid = "ae-" + hashlib.sha256(data.encode()).hexdigest()[:12]
+    esc = html.escape
+    lang = "zh-CN" if (language or "").startswith("zh") else "en"
+    script = (files("attention_lib") / "explorer.js").read_text(encoding="utf-8")
+    return (
+        f'<div class="attention-explorer mathjax_ignore tex2jax_ignore" id="{uid}" '
+        f'lang="{lang}" style="background:#fff;color:#222;padding:6px;'
+        f'border-radius:4px;max-width:100%;overflow:hidden">'
+        f'<div class="ae-static">'
+        f'<img src="data:image/png;base64,{png}" alt="{esc(strings["static"])}" '
+        f'style="max-width:100%;image-rendering:pixelated">'
+        f'<p class="ae-note" style="margin:4px 0;font-size:0.9em">'
+        f'<span class="ae-screen">{esc(strings["static"])}</span>'
+        f'<span class="ae-print" style="display:none">{esc(strings["print"])}'
+        f"</span></p></div>"
+        f'<div class="ae-ui" style="display:none"></div>'
+        f'<script type="application/json" class="ae-data">{data}</script>'
+        f"<script>{script}</script></div>"
+    )
+
+
+_PAYLOAD = re.compile(
+    r'<script type="application/json" class="ae-data">(.*?)</script>', re.S
+)
+_PNG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def relabel(fragment: str, language: str | None) -> str:
+    """An explorer's HTML (English, as a notebook stores it) shown in ``language``: the
+    same data, the interface's strings and the texts' names translated. The Chinese
+    notebooks' explorers are made so (tools/make_zh_notebooks.py), equal to what the
+    Chinese notebook's own run displays."""
+    payload = json.loads(_PAYLOAD.search(fragment).group(1).replace("<\\/", "</"))
+    if payload["strings"] != STRINGS:
+        raise ValueError("relabel: expected an explorer shown in English")
+    return _fragment(payload, _PNG.search(fragment).group(1), language)
 
 
 def head_scores(weights: torch.Tensor, period: int | None) -> dict[str, torch.Tensor]:
@@ -351,6 +379,11 @@ def _notebook_language() -> str | None:
     if asked is not None:
         return asked
     return getattr(plotting._catalog, "language", None)
+
+
+def _name(name: str, language: str | None) -> str:
+    """A text's name in the UI's language (the plots' catalog, as a plot's title)."""
+    return plotting.plot_catalog(language).translate(name)[0] if language else name
 
 
 def _strings(language: str | None) -> dict[str, str]:

@@ -196,3 +196,18 @@ def test_a_model_that_keeps_no_weights_is_refused():
     layer.forward = lambda x, need_weights=True: x
     with pytest.raises(ValueError, match="keep its attention weights"):
         E.explore_heads(layer, None, [torch.arange(4)])
+
+
+def test_relabel_gives_what_a_chinese_run_displays(model):
+    """The Chinese notebook's explorer is the English output relabelled
+    (tools/make_zh_notebooks.py): equal to what the Chinese notebook's own run shows,
+    which nbval compares in make long-tests."""
+    texts, names = [torch.arange(12), torch.arange(6)], ["prose", "another"]
+    en = E.explore_heads(model, None, texts, names=names, language=None).html()
+    zh = E.explore_heads(model, None, texts, names=names, language="zh_CN").html()
+    assert E.relabel(en, "zh_CN") == zh
+    assert E.relabel(en, None) == en
+    assert payload(zh)["texts"][0]["name"] == "散文"  # a name the catalog knows
+    assert payload(zh)["texts"][1]["name"] == "another"  # one it does not: as given
+    with pytest.raises(ValueError, match="in English"):
+        E.relabel(zh, "zh_CN")

@@ -538,6 +538,24 @@ def translate_checks(notebook: dict, page: str) -> None:
         results[0]["data"]["text/plain"] = repr(report).splitlines(keepends=True)
 
 
+EXPLORER = 'class="attention-explorer '
+
+
+def translate_explorers(notebook: dict) -> None:
+    """Each head explorer (al.explore_heads, chapter 11) in Chinese: the English output's
+    data with the interface's strings and the texts' names translated, as the Chinese
+    notebook's own run displays it (attention_lib.explorer.relabel)."""
+    sys.path.insert(0, str(ROOT))
+    from attention_lib.explorer import relabel
+
+    for cell in notebook["cells"]:
+        for out in cell.get("outputs", []):
+            html = out.get("data", {}).get("text/html")
+            text = "".join(html) if isinstance(html, list) else html
+            if text and EXPLORER in text:
+                out["data"]["text/html"] = relabel(text, "zh_CN").splitlines(True)
+
+
 def dumps(notebook: dict) -> str:
     """As JupyterLab writes a notebook (nbformat's JSON: sorted keys, one space of
     indent, a final newline), so opening it there leaves it unmodified."""
@@ -560,6 +578,7 @@ def main(argv: list[str]) -> int:
             zh = with_plots(chinese_notebook(path, md), path, target, check)
             if zh is not None:
                 translate_checks(zh, shown(path))
+                translate_explorers(zh)
         except MissingTranslation as error:
             failed.append(str(error))
             continue
