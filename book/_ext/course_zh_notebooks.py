@@ -13,8 +13,9 @@ code cells and outputs, the catalogs' Chinese markdown, Chinese diagrams). On a 
   (``source-read``, the raw .ipynb JSON, before myst-nb parses it), each ``image/png`` output
   becomes the Chinese notebook's of the same cell id and rank. Everything else (code, printed
   outputs, the plots' alt text, translated by the catalog) stays the English notebook's;
-* except the reports of the exercises' checks (``al.exercises.check``): the Chinese notebook
-  stores them in Chinese (tools/make_zh_notebooks.py), and the page shows those.
+* except the reports of the exercises' checks (``al.exercises.check``) and the head
+  explorers (``al.explore_heads``): the Chinese notebook stores them in Chinese
+  (tools/make_zh_notebooks.py), and the page shows those.
 
 The English edition is not touched. Loaded by course_i18n.py (``app.setup_extension``).
 """
@@ -113,6 +114,27 @@ def swap_check_reports(english: dict, chinese: dict) -> int:
     return swapped
 
 
+EXPLORER = 'class="attention-explorer '
+
+
+def swap_explorers(english: dict, chinese: dict) -> int:
+    """The ``text/html`` of each head explorer output (al.explore_heads) of ``english``
+    from ``chinese``'s cell of the same id (its interface in Chinese); returns how many
+    were swapped."""
+    cells = {c.get("id"): c for c in chinese.get("cells", [])}
+    swapped = 0
+    for cell in english.get("cells", []):
+        theirs = cells.get(cell.get("id"), {}).get("outputs", [])
+        for out, new in zip(cell.get("outputs", []), theirs):
+            mine = "".join(out.get("data", {}).get("text/html", []))
+            if EXPLORER in mine and EXPLORER in "".join(
+                new.get("data", {}).get("text/html", [])
+            ):
+                out["data"]["text/html"] = new["data"]["text/html"]
+                swapped += 1
+    return swapped
+
+
 def chinese_plots(app, docname, source) -> None:
     if not chinese(app) or not docname.startswith("chapters/"):
         return
@@ -127,6 +149,7 @@ def chinese_plots(app, docname, source) -> None:
     notebook = json.loads(path.read_text(encoding="utf-8"))
     swapped = swap_plots(english, notebook)
     swap_check_reports(english, notebook)
+    swap_explorers(english, notebook)
     if swapped != wanted:
         # not a build error: a stale Chinese notebook fails make test already
         # (tests/test_zh_notebooks.py); the page then shows those plots in English
