@@ -53,7 +53,7 @@ NBVAL_RUN := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanit
 NBVAL := $(NBVAL_RUN) --ignore=chapters/zh_CN --ignore=chapters/practice
 # The practice copies (chapters/practice/, chapters/zh_CN/practice/: make practice) store no outputs, so
 # nbval has nothing to compare there: tests/test_practice.py checks they are current (make test) and runs
-# the English ones top to bottom (make long-tests).
+# every copy of both editions top to bottom, its checks saying "not written yet" (make long-tests).
 PRACTICE := --ignore=chapters/practice --ignore=chapters/zh_CN/practice
 # Notebooks run single-threaded, both when their outputs are stored (make execute) and when nbval re-runs
 # them: float reductions then do not depend on the machine's core count, and two nbval workers do not

@@ -481,6 +481,9 @@ class PlotCatalog:
 
 
 _catalog: PlotCatalog | None = None
+# The language last asked of plot_language, font or not: the exercises' reports (text,
+# not plots) follow it (attention_lib.exercises).
+_requested_language: str | None = None
 _font: str | None = None
 _seen: set[str] = set()
 _untranslated: set[str] = set()
@@ -514,11 +517,12 @@ def plot_language(language: str | None = "zh_CN") -> str | None:
     Returns the font family used, or None. The environment variable
     ``ATTENTION_LIB_PLOT_LANG`` sets the language when attention_lib is imported.
     """
-    global _catalog, _font
+    global _catalog, _font, _requested_language
     if language is None:
-        _catalog, _font = None, None
+        _catalog, _font, _requested_language = None, None, None
         return None
     catalog = PlotCatalog(language)  # ValueError before any change
+    _requested_language = language
     font = cjk_font()
     if font is None:
         import warnings

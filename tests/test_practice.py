@@ -3,9 +3,10 @@
 Each chapter's practice copy, in both editions, is the chapter with its solutions, their
 nbconvert toggles and their explanations taken out and every output cleared. make test
 checks that the committed copies are what the chapters give and that nothing of an
-answer is left; make long-tests runs every English copy top to bottom (slow): a copy
-whose code needed a removed solution would fail there, and every exercise check in it
-must say "not written yet".
+answer is left, that their instructions are true (no "folded under it") and that every
+exercise has a cell to write in; make long-tests runs every copy of both editions top to
+bottom (slow): a copy whose code needed a removed solution would fail there, and every
+exercise check in it must say "not written yet" (in the copy's language).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import make_practice  # noqa: E402
 
 TARGETS = make_practice.targets()
-ENGLISH = [t for t in TARGETS if t[2] == "en"]
+NOT_WRITTEN_YET = {"en": "not written yet", "zh_CN": "尚未完成"}
 
 
 def test_the_practice_copies_are_current():
@@ -59,11 +60,25 @@ def test_a_practice_copy_holds_no_answer(chapter, copy, language):
     assert len(practice["cells"]) >= len(kept) - sum(
         "answer-toggle" in c["metadata"].get("tags", []) for c in original["cells"]
     )
+    folded, instead = make_practice.SOLUTION_SENTENCE[language]
+    assert folded not in text
+    assert (instead in text) == (
+        folded in "\n".join("".join(c["source"]) for c in original["cells"])
+    )
+    # every exercise has somewhere to write: its stub, or a cell where its solution was
+    answers = [c for c in practice["cells"] if c.get("id", "").endswith("-answer")]
+    without_stub = [s for s in solutions if "al.exercises.check(" not in s]
+    assert len(answers) == len(without_stub)
+    assert all(
+        "".join(c["source"]) == make_practice.ANSWER_CELL[language] for c in answers
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("chapter", "copy", "language"), ENGLISH, ids=[t[1].name for t in ENGLISH]
+    ("chapter", "copy", "language"),
+    TARGETS,
+    ids=[t[1].relative_to(ROOT).as_posix() for t in TARGETS],
 )
 def test_a_practice_copy_runs_top_to_bottom(chapter, copy, language, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -82,4 +97,4 @@ def test_a_practice_copy_runs_top_to_bottom(chapter, copy, language, monkeypatch
                 o.get("text", "") + o.get("data", {}).get("text/plain", "")
                 for o in cell.outputs
             )
-            assert "not written yet" in shown, cell.source
+            assert NOT_WRITTEN_YET[language] in shown, cell.source

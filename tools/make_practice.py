@@ -6,7 +6,11 @@ A practice copy is its chapter with the answers taken out, for a learner who wan
 write each exercise before seeing a solution:
 
 * every solution cell (a code cell tagged ``hide-cell``, see tools/hide_answers.py) and
-  the nbconvert toggle before it (``answer-toggle``) are removed;
+  the nbconvert toggle before it (``answer-toggle``) are removed; a solution of an
+  exercise that has no stub of its own (the "Exercises" section's) is replaced by an
+  empty code cell to write the answer in (ANSWER_CELL);
+* the "write it yourself" introduction's "The solution is folded under it." says where
+  the solutions are instead (SOLUTION_SENTENCE);
 * every explanation of a solution (``<details class="explanation"> ... </details>`` in
   the markdown after it) is removed;
 * every output is cleared (the learner runs the copy; a copy without outputs is a
@@ -40,15 +44,33 @@ EXPLANATION = re.compile(r"\n*<details class=\"explanation\">.*?</details>", re.
 NOTE = {
     "en": (
         "> **Practice copy.** The solutions of this chapter's exercises are taken out "
-        "(and every output is cleared): write your own answers and run the cells. The "
-        "chapter with its solutions and outputs: [{name}](../{name})."
+        "(and every output is cleared): write your answers in the stubs and in the "
+        "empty cells under the exercises, and run the cells. The chapter with its "
+        "solutions and outputs: [{name}](../{name})."
     ),
     "zh_CN": (
         "> **练习版。** 本章练习的参考答案已删去（所有输出也已清除）："
-        "请自己写出答案并运行这些单元格。"
+        "请在函数的空壳和练习下面的空单元格里写出答案，并运行这些单元格。"
         "带答案和输出的完整章节：[{name}](../{name})。"
     ),
 }
+# The "write it yourself" introduction of a chapter, and what a practice copy says.
+SOLUTION_SENTENCE = {
+    "en": (
+        "The solution is folded under it.",
+        "This practice copy has no solutions: the chapter linked at the top has them.",
+    ),
+    "zh_CN": (
+        "参考答案折叠在它下面。",
+        "练习版里没有参考答案：它们在完整章节里（见开头的链接）。",
+    ),
+}
+# The cell that takes the place of a removed solution of an exercise without a stub.
+ANSWER_CELL = {
+    "en": "# Your answer (the chapter linked at the top has a solution)\n",
+    "zh_CN": "# 在这里写你的答案（开头链接的完整章节里有参考答案）\n",
+}
+CHECK = "al.exercises.check("
 
 
 def practice_copy(chapter: dict, name: str, language: str) -> dict:
@@ -58,6 +80,17 @@ def practice_copy(chapter: dict, name: str, language: str) -> dict:
     for cell in notebook["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         if cell["cell_type"] == "code" and "hide-cell" in tags:
+            if CHECK not in "".join(cell["source"]):  # no stub above it: room to write
+                cells.append(
+                    {
+                        "cell_type": "code",
+                        "execution_count": None,
+                        "id": f"{cell.get('id', 'solution')}-answer"[:64],
+                        "metadata": {},
+                        "outputs": [],
+                        "source": ANSWER_CELL[language].splitlines(keepends=True),
+                    }
+                )
             continue  # a solution
         if cell["cell_type"] == "markdown" and "answer-toggle" in tags:
             continue  # nbconvert's toggle for the solution
@@ -65,6 +98,7 @@ def practice_copy(chapter: dict, name: str, language: str) -> dict:
         if cell["cell_type"] == "markdown":
             source = EXPLANATION.sub("", source)
             source = PARENT_LINK.sub("](../../", source)
+            source = source.replace(*SOLUTION_SENTENCE[language])
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
             cell["metadata"].pop("execution", None)

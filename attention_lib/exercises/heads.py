@@ -1,0 +1,281 @@
+"""Exercises 7.1 and 7.2 (splitting and merging heads), 8.1 (the core of grouped-query
+attention) and 8.2 (a decode step with a KV cache)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..multihead import merge_heads, repeat_kv, split_heads
+from ..scoring import dot_product_attention
+from .families import CACHE, HEADS, SCALE, SOFTMAX, causal_keep, mistakes, scale_factor
+from .families import weights as _weights
+from .spec import Case, Exercise, Mistake, in_float32, integer, randn
+
+# -- 7.1 / 7.2 split and merge heads --
+
+
+def _split_inputs(n=None, H=None):
+    def make(g):
+        B, heads, d = integer(g, 1, 3), H or integer(g, 2, 4), integer(g, 1, 4)
+        return (randn(g, B, n or integer(g, 1, 5), heads * d), heads), {}
+
+    return make
+
+
+EX_7_1 = Exercise(
+    "7.1",
+    "split_heads",
+    "split_heads(X, num_heads)",
+    split_heads,
+    (
+        Case("random sizes", _split_inputs(), 10),
+        Case("one token", _split_inputs(n=1), 2),
+        Case("one head", _split_inputs(H=1), 2),
+        Case("float32", in_float32(_split_inputs()), 3),
+    ),
+    (
+        Mistake(
+            "reshape-without-transpose",
+            "X was reshaped straight to (B, H, n, d): that mixes tokens between heads. "
+            "Reshape to (B, n, H, d) first, then swap the n and H axes (transpose(1, "
+            "2))",
+            lambda X, H: X.reshape(X.shape[0], H, X.shape[1], X.shape[2] // H),
+        ),
+        Mistake(
+            "interleaved-heads",
+            "the features are dealt to the heads in turn (feature j to head j mod H): "
+            "head h owns the contiguous block of features h*d .. h*d + d - 1",
+            lambda X, H: X.reshape(X.shape[0], X.shape[1], X.shape[2] // H, H).permute(
+                0, 3, 1, 2
+            ),
+        ),
+        Mistake(
+            "no-transpose",
+            "the result is (B, n, H, d); the heads axis comes second: (B, H, n, d)",
+            lambda X, H: X.reshape(X.shape[0], X.shape[1], H, X.shape[2] // H),
+        ),
+    ),
+)
+
+
+def _merge_inputs(n=None):
+    def make(g):
+        B, H, d = integer(g, 1, 3), integer(g, 2, 4), integer(g, 1, 4)
+        return (randn(g, B, H, n or integer(g, 1, 5), d),), {}
+
+    return make
+
+
+EX_7_2 = Exercise(
+    "7.2",
+    "merge_heads",
+    "merge_heads(X)",
+    merge_heads,
+    (
+        Case("random sizes", _merge_inputs(), 10),
+        Case("one token", _merge_inputs(n=1), 2),
+        Case("float32", in_float32(_merge_inputs()), 3),
+    ),
+    (
+        Mistake(
+            "reshape-without-transpose",
+            "X (B, H, n, d) was reshaped straight to (B, n, H*d): that mixes tokens. "
+            "Swap to (B, n, H, d) first (transpose(1, 2)), then reshape",
+            lambda X: X.reshape(X.shape[0], X.shape[2], X.shape[1] * X.shape[3]),
+        ),
+        Mistake(
+            "interleaved",
+            "the heads' features are interleaved (feature j of every head side by "
+            "side); head h's d features must stay one contiguous block",
+            lambda X: X.permute(0, 2, 3, 1).reshape(
+                X.shape[0], X.shape[2], X.shape[1] * X.shape[3]
+            ),
+        ),
+        Mistake(
+            "not-merged",
+            "the heads are moved next to the tokens but not merged: reshape the (B, n, "
+            "H, d) result to (B, n, H*d)",
+            lambda X: X.transpose(1, 2),
+        ),
+    ),
+)
+
+
+# -- 8.1 grouped-query attention core, 8.2 a cached decode step --
+
+
+def gqa_reference(queries, keys, values):
+    """``queries (B, H, Q, d)``, ``keys`` and ``values (B, Hkv, K, d)`` -> ``(B, H, Q,
+    d)``: query head ``h`` uses key/value head ``h // (H / Hkv)``; causal is off."""
+    n_rep = queries.shape[1] // keys.shape[1]
+    return dot_product_attention(
+        queries, repeat_kv(keys, n_rep), repeat_kv(values, n_rep)
+    )[0]
+
+
+def _gqa_inputs(Hkv=None, g_=None):
+    def make(g):
+        B, hkv, group = (
+            integer(g, 1, 2),
+            Hkv or integer(g, 1, 3),
+            g_ or integer(g, 2, 3),
+        )
+        Q, K, d = integer(g, 1, 4), integer(g, 1, 5), integer(g, 1, 6)
+        H = hkv * group
+        return (
+            randn(g, B, H, Q, d),
+            randn(g, B, hkv, K, d),
+            randn(g, B, hkv, K, d),
+        ), {}
+
+    return make
+
+
+def gqa(q, k, v, *, share="interleave", scale="sqrt", causal="none", **options):
+    """Grouped-query attention with a mistake switched on (``share``: how key/value
+    heads are shared)."""
+    H, Hkv = q.shape[1], k.shape[1]
+    n_rep = H // Hkv
+    if share == "mean-query":
+        grouped = q.reshape(q.shape[0], Hkv, n_rep, *q.shape[2:]).mean(2)
+        out = gqa(grouped, k, v, scale=scale, causal=causal, **options)
+        return out.repeat_interleave(n_rep, dim=1)
+    if share == "repeat":
+        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
+    else:
+        k, v = k.repeat_interleave(n_rep, 1), v.repeat_interleave(n_rep, 1)
+    s = q @ k.transpose(-1, -2) * scale_factor(scale, q.shape[-1], heads=H)
+    keep = causal_keep(q.shape[-2], k.shape[-2], causal)
+    return _weights(s, keep, **options) @ v
+
+
+EX_8_1 = Exercise(
+    "8.1",
+    "grouped_query_attention",
+    "grouped_query_attention(queries, keys, values)",
+    gqa_reference,
+    (
+        Case("random sizes, 2 or 3 query heads per key/value head", _gqa_inputs(), 14),
+        Case("MQA: one key/value head", _gqa_inputs(Hkv=1), 4),
+        Case("MHA: as many key/value heads as query heads", _gqa_inputs(g_=1), 2),
+        Case("float32", in_float32(_gqa_inputs()), 6),
+    ),
+    mistakes(
+        lambda **o: lambda q, k, v: gqa(q, k, v, **o),
+        HEADS,
+        SCALE,
+        SOFTMAX,
+        only=(
+            "repeat-not-interleave",
+            "shared-query",
+            "scale-by-model-width",
+            "no-scale",
+            "divide-by-width",
+            "times-sqrt-width",
+            "softmax-over-queries",
+        ),
+    ),
+)
+
+
+def decode_step_reference(q_new, k_new, v_new, cache_k, cache_v):
+    """One decode step with a KV cache: ``q_new (B, H, 1, d)``, ``k_new, v_new (B, Hkv,
+    1, d)``, ``cache_k, cache_v (B, Hkv, T, d)`` -> ``(out (B, H, 1, d), keys (B, Hkv, T
+    + 1, d), values (B, Hkv, T + 1, d))``: append, then attend over all T + 1."""
+    keys = torch.cat([cache_k, k_new], dim=2)
+    values = torch.cat([cache_v, v_new], dim=2)
+    return gqa_reference(q_new, keys, values), keys, values
+
+
+def _decode_inputs(T=None, group=None):
+    def make(g):
+        B, Hkv, n_rep = integer(g, 1, 2), integer(g, 1, 2), group or integer(g, 1, 3)
+        t, d = integer(g, 1, 6) if T is None else T, integer(g, 1, 5)
+        H = Hkv * n_rep
+        return (
+            randn(g, B, H, 1, d),
+            randn(g, B, Hkv, 1, d),
+            randn(g, B, Hkv, 1, d),
+            randn(g, B, Hkv, t, d),
+            randn(g, B, Hkv, t, d),
+        ), {}
+
+    return make
+
+
+def _decode_wrong(order="append-first", returned="new", **options):
+    def wrong(q, k, v, ck, cv):
+        keys, values = torch.cat([ck, k], 2), torch.cat([cv, v], 2)
+        if order == "prepend":
+            keys, values = torch.cat([k, ck], 2), torch.cat([v, cv], 2)
+        if order == "attend-first":
+            if ck.shape[2]:
+                out = gqa(q, ck, cv, **options)
+            else:
+                out = torch.zeros_like(q)
+        else:
+            out = gqa(q, keys, values, **options)
+        if returned == "old":
+            return out, ck, cv
+        if returned == "expanded":
+            n_rep = q.shape[1] // k.shape[1]
+            return out, repeat_kv(keys, n_rep), repeat_kv(values, n_rep)
+        return out, keys, values
+
+    return wrong
+
+
+EX_8_2 = Exercise(
+    "8.2",
+    "decode_step",
+    "decode_step(q_new, k_new, v_new, cache_k, cache_v)",
+    decode_step_reference,
+    (
+        Case("random sizes, 1 to 6 cached tokens", _decode_inputs(), 14),
+        Case("an empty cache (the first token)", _decode_inputs(T=0), 3),
+        Case("two query heads per key/value head", _decode_inputs(group=2), 3),
+        Case("float32", in_float32(_decode_inputs(group=2)), 6),
+    ),
+    (
+        Mistake(
+            "attend-before-append",
+            "the new token's key and value are appended after attending: the new "
+            "query must see its own key too (append first, then attend over T + 1)",
+            _decode_wrong(order="attend-first"),
+        ),
+        Mistake(
+            "prepended",
+            "the new key and value went to the front of the cache; they belong at the "
+            "end (position T), so that the cache stays in token order",
+            _decode_wrong(order="prepend"),
+        ),
+        Mistake(
+            "cache-not-returned",
+            "the cache returned is the old one: return the keys and values with the "
+            "new token appended, for the next step",
+            _decode_wrong(returned="old"),
+        ),
+        Mistake(
+            "expanded-cache",
+            "the cache returned has one key/value head per query head: keep the cache "
+            "at Hkv heads (its whole point is to be small) and repeat the heads only "
+            "for the attention",
+            _decode_wrong(returned="expanded"),
+        ),
+    )
+    + mistakes(
+        _decode_wrong,
+        CACHE,
+        HEADS,
+        SCALE,
+        only=(
+            "is-causal-over-cache",
+            "repeat-not-interleave",
+            "shared-query",
+            "no-scale",
+            "divide-by-width",
+            "times-sqrt-width",
+            "scale-by-model-width",
+        ),
+    ),
+)

@@ -1,0 +1,113 @@
+"""Exercise 12.1: multi-head latent attention's decode step, up-projections absorbed."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..scoring import dot_product_attention
+from .families import SCALE, mistakes
+from .families import weights as _weights
+from .spec import Case, Exercise, Mistake, in_float32, integer, randn
+
+
+def mla_absorbed_reference(q_nope, latent, W_uk, W_uv):
+    """Multi-head latent attention's decode step with the up-projections absorbed
+    (no RoPE part): ``q_nope (B, H, 1, dn)``, the cached latents ``latent (B, T, r)``,
+    ``W_uk (H, dn, r)``, ``W_uv (H, dv, r)`` -> ``(B, H, 1, dv)``; scores scaled by
+    ``1 / sqrt(dn)``. Equal to building keys ``W_uk[h] @ c`` and values ``W_uv[h] @ c``
+    for every cached token."""
+    keys = torch.einsum("hdr,btr->bhtd", W_uk, latent)  # (B, H, T, dn)
+    values = torch.einsum("hdr,btr->bhtd", W_uv, latent)  # (B, H, T, dv)
+    return dot_product_attention(q_nope, keys, values)[0]
+
+
+def _mla_inputs(T=None, H=None, same_width=False):
+    def make(g):
+        B, h, t = integer(g, 1, 2), H or integer(g, 1, 4), T or integer(g, 1, 6)
+        dn, dv, r = integer(g, 1, 5), integer(g, 1, 5), integer(g, 2, 8)
+        while dv == dn and not same_width:
+            dv = integer(g, 1, 6)
+        dv = dn if same_width else dv
+        return (
+            randn(g, B, h, 1, dn),
+            randn(g, B, t, r),
+            randn(g, h, dn, r) / math.sqrt(r),
+            randn(g, h, dv, r) / math.sqrt(r),
+        ), {}
+
+    return make
+
+
+def _mla(q, c, W_uk, W_uv, *, scale="sqrt", up=True, swap=False, dim=-1, **options):
+    if swap:
+        W_uk, W_uv = W_uv, W_uk
+    q_latent = q @ W_uk  # (B, H, 1, r)
+    s = q_latent @ c[:, None].transpose(-1, -2)  # (B, H, 1, T)
+    d = {"sqrt": q.shape[-1], "latent": c.shape[-1], "value-width": W_uv.shape[1]}
+    s = s * {
+        "none": 1.0,
+        "width": 1 / q.shape[-1],
+        "times": math.sqrt(q.shape[-1]),
+    }.get(scale, 1 / math.sqrt(d.get(scale, q.shape[-1])))
+    mixed = (torch.softmax(s, dim=1) if dim == 1 else _weights(s, **options)) @ c[
+        :, None
+    ]
+    return mixed @ W_uv.transpose(1, 2) if up else mixed
+
+
+def _build(**options):
+    return lambda q, c, Wk, Wv: _mla(q, c, Wk, Wv, **options)
+
+
+EX_12_1 = Exercise(
+    "12.1",
+    "mla_absorbed_decode",
+    "mla_absorbed_decode(q_nope, latent, W_uk, W_uv)",
+    mla_absorbed_reference,
+    (
+        Case("random sizes", _mla_inputs(), 14),
+        Case("one cached latent", _mla_inputs(T=1), 2),
+        Case("several heads", _mla_inputs(H=4), 3),
+        Case("dv = dn", _mla_inputs(same_width=True), 3),
+        Case("float32", in_float32(_mla_inputs()), 6),
+    ),
+    (
+        Mistake(
+            "scale-by-r",
+            "the scores are divided by sqrt(r), the latent's width; the scale is that "
+            "of the per-head keys, 1 / sqrt(dn): absorbing W_uk does not change the "
+            "scores",
+            _build(scale="latent"),
+        ),
+        Mistake(
+            "no-value-up-projection",
+            "the weights mix the latents but W_uv is never applied: multiply the mixed "
+            "latent (B, H, 1, r) by W_uv^T to get each head's (B, H, 1, dv) output",
+            _build(up=False),
+        ),
+        Mistake(
+            "swapped-up-projections",
+            "W_uk and W_uv are swapped: W_uk absorbs into the query (scores), W_uv "
+            "into the output (values)",
+            _build(swap=True),
+        ),
+        Mistake(
+            "softmax-over-heads",
+            "the softmax runs over the heads (dim=1); each head's weights must sum to "
+            "1 over the cached tokens, the last axis",
+            _build(dim=1),
+        ),
+    )
+    + mistakes(
+        _build,
+        SCALE,
+        only=(
+            "no-scale",
+            "divide-by-width",
+            "times-sqrt-width",
+            "scale-by-value-width",
+        ),
+    ),
+)

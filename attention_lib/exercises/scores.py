@@ -1,0 +1,321 @@
+"""Exercises 1.1 (attention pooling), 2.1 (Nadaraya-Watson), 4.1 (additive scores) and
+5.1 (scaled dot-product attention with lengths)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels import gaussian, nadaraya_watson
+from ..scoring import dot_product_attention
+from .families import MASK, SCALE, SCALED, SOFTMAX, length_mask, mistakes, scale_factor
+from .families import weights as _weights
+from .spec import Case, Exercise, Mistake, choice, in_float32, integer, randn, uniform
+
+# -- 1.1 attention pooling --
+
+
+def attention_pooling(queries, keys, values):
+    """``queries (Q, D)``, ``keys (K, D)``, ``values (K, Dv)`` -> ``(Q, Dv)``: each
+    query's softmax-weighted average of the values, weighted by its dot products with
+    the keys."""
+    return torch.softmax(queries @ keys.T, dim=-1) @ values
+
+
+def _pooling(Q=None, K=None, scale=None):
+    def make(g):
+        q, k = Q or integer(g, 1, 6), K or integer(g, 1, 7)
+        D, Dv = integer(g, 1, 6), integer(g, 1, 4)
+        s = scale if scale is not None else choice(g, (0.5, 1.0, 2.0))
+        return (s * randn(g, q, D), s * randn(g, k, D), randn(g, k, Dv)), {}
+
+    return make
+
+
+def _pooling_wrong(scale="none", **options):
+    def wrong(q, k, v):
+        s = q @ k.T * scale_factor(scale, q.shape[-1])
+        return _weights(s, **options) @ v
+
+    return wrong
+
+
+EX_1_1 = Exercise(
+    "1.1",
+    "attention_pooling",
+    "attention_pooling(queries, keys, values)",
+    attention_pooling,
+    (
+        Case("random sizes", _pooling(), 16),
+        Case("float32", in_float32(_pooling()), 8),
+        Case("one query or one key", _pooling(Q=1), 3),
+        Case("one query or one key", _pooling(K=1), 3),
+        Case("large scores (exp overflows)", _pooling(scale=30.0), 4),
+        Case("large scores, float32", in_float32(_pooling(scale=8.0)), 4),
+    ),
+    mistakes(_pooling_wrong, SOFTMAX, SCALED)
+    + (
+        Mistake(
+            "pooled-keys",
+            "the weights average the keys; attention pooling averages the values",
+            lambda q, k, v: torch.softmax(q @ k.T, dim=-1) @ k,
+        ),
+    ),
+)
+
+
+# -- 2.1 Nadaraya-Watson --
+
+
+def nw_reference(x_train, y_train, x_query, bandwidth):
+    """``x_train, y_train (K,)``, ``x_query (Q,)``, ``bandwidth`` -> ``(Q,)``: the
+    Gaussian-kernel Nadaraya-Watson estimate."""
+    return nadaraya_watson(x_train, y_train, x_query, gaussian, bandwidth)[0]
+
+
+def _nw_inputs(K=None, outside=False):
+    def make(g):
+        k, q = K or integer(g, 2, 20), integer(g, 1, 8)
+        h = uniform(g, 0.3, 3.0)
+        x = torch.rand(k, generator=g, dtype=torch.float64) * 5
+        y = torch.sin(x) + 0.3 * randn(g, k)
+        lo, hi = (-2.0 * h, 5 + 2.0 * h) if outside else (0.0, 5.0)
+        queries = lo + (hi - lo) * torch.rand(q, generator=g, dtype=torch.float64)
+        return (x, y, queries, h), {}
+
+    return make
+
+
+def _nw(x, y, q, h, *, divide="h", kernel="half", axis=-1, normalise=True, data=None):
+    d = q[:, None] - x[None, :]  # (Q, K)
+    if divide == "none":
+        u2 = d**2
+    elif divide == "times":
+        u2 = (d * h) ** 2
+    elif divide == "h-squared":
+        u2 = (d / h**2) ** 2
+    elif divide == "outside":
+        u2 = d**2 / h
+    else:
+        u2 = (d / h) ** 2
+    w = torch.exp(-u2 / 2) if kernel == "half" else torch.exp(-u2)
+    if normalise:
+        w = w / w.sum(axis, keepdim=True)
+    return w @ (y if data is None else x)
+
+
+def _nw_mistake(name, diagnosis, **options):
+    return Mistake(name, diagnosis, lambda x, y, q, h: _nw(x, y, q, h, **options))
+
+
+EX_2_1 = Exercise(
+    "2.1",
+    "nadaraya_watson",
+    "nadaraya_watson(x_train, y_train, x_query, bandwidth)",
+    nw_reference,
+    (
+        Case("random data and bandwidths", _nw_inputs(), 16),
+        Case("float32", in_float32(_nw_inputs()), 8),
+        Case("one training point", _nw_inputs(K=1), 3),
+        Case("queries outside the data", _nw_inputs(outside=True), 4),
+    ),
+    (
+        _nw_mistake(
+            "no-bandwidth",
+            "the distances are not divided by the bandwidth h: the kernel is "
+            "K((x_query - x_i) / h)",
+            divide="none",
+        ),
+        _nw_mistake(
+            "times-bandwidth",
+            "the distances are multiplied by the bandwidth; divide by it: a larger h "
+            "must average more widely",
+            divide="times",
+        ),
+        _nw_mistake(
+            "bandwidth-squared",
+            "the distances are divided by h**2; the kernel's argument is (x_query - "
+            "x_i) / h",
+            divide="h-squared",
+        ),
+        _nw_mistake(
+            "squared-distance-over-h",
+            "the squared distance is divided by h, not by h**2: u = (x_query - x_i) / "
+            "h, and the kernel is exp(-u**2 / 2)",
+            divide="outside",
+        ),
+        _nw_mistake(
+            "normalised-over-queries",
+            "the weights are normalised over the queries; each query's weights must "
+            "sum to 1 over the training points",
+            axis=0,
+        ),
+        _nw_mistake(
+            "kernel-without-half",
+            "the Gaussian kernel here is exp(-u**2 / 2): the 1/2 is missing (that is a "
+            "different bandwidth)",
+            kernel="no-half",
+        ),
+        _nw_mistake(
+            "not-normalised",
+            "the kernel values are not normalised: divide each query's weights by "
+            "their sum over the training points, so that they sum to 1",
+            normalise=False,
+        ),
+        _nw_mistake(
+            "averages-x",
+            "the weights average the training inputs x_train; the estimate averages "
+            "their labels y_train",
+            data="x",
+        ),
+    ),
+)
+
+
+# -- 4.1 additive attention scores --
+
+
+def additive_scores(queries, keys, W_q, W_k, w_v):
+    """``queries (B, Q, Dq)``, ``keys (B, K, Dk)``, ``W_q (h, Dq)``, ``W_k (h, Dk)``,
+    ``w_v (h,)`` -> scores ``(B, Q, K)``: ``w_v . tanh(W_q q + W_k k)``."""
+    features = (queries @ W_q.T)[:, :, None, :] + (keys @ W_k.T)[:, None, :, :]
+    return torch.tanh(features) @ w_v  # (B, Q, K, h) @ (h,) -> (B, Q, K)
+
+
+def _add_inputs(square=False, Q=None):
+    def make(g):
+        B, q, k = integer(g, 1, 3), Q or integer(g, 1, 4), integer(g, 1, 5)
+        Dq, Dk, h = integer(g, 1, 5), integer(g, 1, 5), integer(g, 1, 6)
+        if square:
+            Dk = h = Dq
+        return (
+            randn(g, B, q, Dq),
+            randn(g, B, k, Dk),
+            randn(g, h, Dq),
+            randn(g, h, Dk),
+            randn(g, h),
+        ), {}
+
+    return make
+
+
+def _additive(q, k, Wq, Wk, wv, *, combine="sum", tanh="inside", weigh="w_v"):
+    a, b = (q @ Wq.T)[:, :, None, :], (k @ Wk.T)[:, None, :, :]
+    f = a + b if combine == "sum" else a * b
+    if tanh == "inside":
+        f = torch.tanh(f)
+    s = f @ wv if weigh == "w_v" else f.sum(-1)
+    return torch.tanh(s) if tanh == "after" else s
+
+
+EX_4_1 = Exercise(
+    "4.1",
+    "additive_scores",
+    "additive_scores(queries, keys, W_q, W_k, w_v)",
+    additive_scores,
+    (
+        Case("random sizes (D_q, D_k and h differ)", _add_inputs(), 14),
+        Case("float32", in_float32(_add_inputs()), 6),
+        Case("one query", _add_inputs(Q=1), 3),
+        Case("D_q = D_k = h", _add_inputs(square=True), 4),
+    ),
+    (
+        Mistake(
+            "no-tanh",
+            "the tanh is missing: without it the score is linear in q and k and "
+            "w_v . (W_q q + W_k k) splits into a query part plus a key part",
+            lambda q, k, Wq, Wk, wv: _additive(q, k, Wq, Wk, wv, tanh="none"),
+        ),
+        Mistake(
+            "tanh-after-wv",
+            "tanh is applied after w_v; it belongs inside: w_v . tanh(W_q q + W_k k)",
+            lambda q, k, Wq, Wk, wv: _additive(q, k, Wq, Wk, wv, tanh="after"),
+        ),
+        Mistake(
+            "same-projection",
+            "the keys are projected with W_q too: W_q projects the queries, W_k the "
+            "keys",
+            lambda q, k, Wq, Wk, wv: _additive(q, k, Wq, Wq, wv),
+        ),
+        Mistake(
+            "product-not-sum",
+            "the projected query and key are multiplied; additive attention adds them "
+            "before the tanh",
+            lambda q, k, Wq, Wk, wv: _additive(q, k, Wq, Wk, wv, combine="product"),
+        ),
+        Mistake(
+            "no-w_v",
+            "the tanh features are summed over h instead of weighted by w_v: the score "
+            "is w_v . tanh(...), a weighted sum",
+            lambda q, k, Wq, Wk, wv: _additive(q, k, Wq, Wk, wv, weigh="sum"),
+        ),
+        Mistake(
+            "projection-not-transposed",
+            "the projections are applied untransposed (queries @ W_q): W_q is (h, "
+            "D_q), so W_q q is queries @ W_q.T",
+            lambda q, k, Wq, Wk, wv: (
+                torch.tanh((q @ Wq)[:, :, None, :] + (k @ Wk)[:, None, :, :]) @ wv
+            ),
+        ),
+        Mistake(
+            "keys-by-queries",
+            "the result is (B, K, Q), one row per key: it is (B, Q, K), one row per "
+            "query",
+            lambda q, k, Wq, Wk, wv: additive_scores(q, k, Wq, Wk, wv).transpose(1, 2),
+        ),
+    ),
+)
+
+
+# -- 5.1 scaled dot-product attention --
+
+
+def sdpa_reference(queries, keys, values, valid_lens):
+    """``queries (B, Q, D)``, ``keys (B, K, D)``, ``values (B, K, Dv)``, ``valid_lens
+    (B,)`` -> ``(B, Q, Dv)``."""
+    return dot_product_attention(queries, keys, values, valid_lens)[0]
+
+
+def _sdpa_inputs(D=None, K=None):
+    def make(g):
+        B, Q, k = integer(g, 1, 3), integer(g, 1, 4), K or integer(g, 1, 7)
+        d, dv = D or integer(g, 1, 8), integer(g, 1, 5)
+        lens = torch.randint(1, k + 1, (B,), generator=g)
+        return (randn(g, B, Q, d), randn(g, B, k, d), randn(g, B, k, dv), lens), {}
+
+    return make
+
+
+def _sdpa_wrong(scale="sqrt", keep="right", **options):
+    def wrong(q, k, v, lens):
+        s = q @ k.transpose(-1, -2) * scale_factor(scale, q.shape[-1], v.shape[-1])
+        return _weights(s, length_mask(lens, k.shape[-2], keep), **options) @ v
+
+    return wrong
+
+
+EX_5_1 = Exercise(
+    "5.1",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention(queries, keys, values, valid_lens)",
+    sdpa_reference,
+    (
+        Case("random sizes and lengths", _sdpa_inputs(), 16),
+        Case("float32", in_float32(_sdpa_inputs()), 8),
+        Case("wide keys, D = 48", _sdpa_inputs(D=48), 4),
+        Case("one key", _sdpa_inputs(K=1), 2),
+    ),
+    mistakes(_sdpa_wrong, SCALE)
+    + mistakes(
+        _sdpa_wrong,
+        MASK,
+        only=(
+            "inverted-mask",
+            "fill-zero",
+            "off-by-one",
+            "no-mask",
+            "mask-after-softmax",
+            "first-length",
+        ),
+    )
+    + mistakes(_sdpa_wrong, SOFTMAX, only=("softmax-over-queries", "no-softmax")),
+)
