@@ -134,11 +134,12 @@
       for (var r = 0; r < cell; r++) for (var q = 0; q < cell; q++) {
         var i0 = Math.min(edges[r], T - 1), j0 = Math.min(edges[q], T - 1), v = 0;
         var i1 = Math.max(edges[r + 1], i0 + 1), j1 = Math.max(edges[q + 1], j0 + 1);
-        for (var i = i0; i < i1; i++) for (var j = j0; j < j1 && j <= i; j++) {
-          var x = w(state.text, l, h, i, j);
-          if (x > v) v = x;
+        var base = offsets[state.text] + (l * H + h) * texts[state.text].tri;
+        for (var i = i0; i < i1; i++) {
+          var row = base + i * (i + 1) / 2, end = Math.min(j1, i + 1);
+          for (var j = j0; j < end; j++) if (W[row + j] > v) v = W[row + j];
         }
-        v = Math.sqrt(v);
+        v = Math.sqrt(v / 255);
         var k = 4 * ((h * cell + r) * L * cell + l * cell + q);
         img.data[k] = 255 - 247 * v; img.data[k + 1] = 255 - 207 * v;
         img.data[k + 2] = 255 - 148 * v; img.data[k + 3] = 255;
@@ -189,16 +190,22 @@
     var px = Math.max(1, Math.floor(size / T)), dpr = window.devicePixelRatio || 1;
     big.width = T * px * dpr; big.height = T * px * dpr;
     big.style.width = T * px + "px"; big.style.height = T * px + "px";
-    var ctx = big.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var ctx = big.getContext("2d"), small = document.createElement("canvas");
+    small.width = T; small.height = T;
+    var sctx = small.getContext("2d"), img = sctx.createImageData(T, T);
+    var base = offsets[state.text] + (state.layer * H + state.head) * t.tri;
     for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) {
-      if (j > i) { ctx.fillStyle = "#e6e6e6"; } else {
-        var v = w(state.text, state.layer, state.head, i, j);  // linear scale
-        ctx.fillStyle = "rgb(" + Math.round(255 - (255 - 8) * v) + "," +
-          Math.round(255 - (255 - 48) * v) + "," + Math.round(255 - (255 - 107) * v) + ")";
+      var k = 4 * (i * T + j), v = j > i ? -1 : W[base + i * (i + 1) / 2 + j] / 255;
+      if (v < 0) { img.data[k] = img.data[k + 1] = img.data[k + 2] = 230; }  // not visible
+      else {  // linear scale
+        img.data[k] = 255 - 247 * v; img.data[k + 1] = 255 - 207 * v; img.data[k + 2] = 255 - 148 * v;
       }
-      ctx.fillRect(j * px, i * px, px, px);
+      img.data[k + 3] = 255;
     }
+    sctx.putImageData(img, 0, 0);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(small, 0, 0, T * px, T * px);
     ctx.strokeStyle = MARK; ctx.lineWidth = 2;
     ctx.strokeRect(1, state.query * px + 1, (state.query + 1) * px - 2, px - 2);
   }
@@ -318,8 +325,16 @@
     if (window.ResizeObserver) new ResizeObserver(function () {
       if (Math.abs(root.clientWidth - width) > 8) { width = root.clientWidth; draw(false); }
     }).observe(root);
-    root.explorer = { w: w, scores: function (p) { return scores(p); }, state: state,
-                      select: select, setQuery: setQuery, setText: setText };
+    root.explorer = {
+      w: w, scores: function (p) { return scores(p); }, state: state,
+      select: select, setQuery: setQuery, setText: setText,
+      // where head (l, h)'s thumbnail is drawn, in CSS pixels of the grid canvas
+      center: function (l, h) {
+        var a = layout.across ? l : h, b = layout.across ? h : l;
+        return { x: PAD + 2 + a * layout.step + layout.cell / 2,
+                 y: PAD + 2 + b * layout.step + layout.cell / 2 };
+      }
+    };
     root.dataset.ready = "1";
   });
 })();
