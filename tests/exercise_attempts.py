@@ -868,3 +868,380 @@ def delta_ema(queries, keys, values, beta, decay):
 def delta_transposed(queries, keys, values, beta, decay):
     out, S = _delta_learner(queries, keys, values, beta, decay, "right")
     return out, S.transpose(-1, -2)
+
+
+# -- a second batch, written after the families, from the task texts alone ----------
+# (its naming rate is reported apart: tests/test_exercises.py, SECOND_BATCH)
+
+SECOND_BATCH_START = len(ATTEMPTS)
+
+
+@attempt("1.1", right=True)
+def b2_pooling_loop(queries, keys, values):
+    rows = []
+    for q in queries:
+        w = torch.softmax(keys @ q, dim=0)
+        rows.append(w @ values)
+    return torch.stack(rows)
+
+
+@attempt("1.1", "scaled")
+def b2_pooling_sdpa(queries, keys, values):
+    return F.scaled_dot_product_attention(queries[None], keys[None], values[None])[0]
+
+
+@attempt("1.1", "no-max")
+def b2_pooling_exp_loop(queries, keys, values):
+    out = torch.zeros(queries.shape[0], values.shape[1], dtype=values.dtype)
+    for i in range(queries.shape[0]):
+        e = torch.exp(keys @ queries[i])
+        out[i] = (e[:, None] * values).sum(0) / e.sum()
+    return out
+
+
+@attempt("2.1", right=True)
+def b2_nw_gaussian_constant(x_train, y_train, x_query, bandwidth):
+    u = (x_query[:, None] - x_train) / bandwidth
+    w = torch.exp(-(u**2) / 2) / math.sqrt(2 * math.pi)  # constant cancels: right
+    return (w * y_train).sum(1) / w.sum(1)
+
+
+@attempt("2.1", "no-bandwidth")
+def b2_nw_forgot_h(x_train, y_train, x_query, bandwidth):
+    w = torch.softmax(-((x_query[:, None] - x_train) ** 2) / 2, dim=1)
+    return w @ y_train
+
+
+@attempt("3.1", right=True)
+def b2_ms_loops(X, valid_lens):
+    out = torch.zeros_like(X)
+    B, Q, K = X.shape
+    for b in range(B):
+        for q in range(Q):
+            n = int(valid_lens[b] if valid_lens.dim() == 1 else valid_lens[b, q])
+            if n > 0:
+                out[b, q, :n] = torch.softmax(X[b, q, :n], -1)
+    return out
+
+
+@attempt("3.1", "off-by-one")
+def b2_ms_loops_off_by_one(X, valid_lens):
+    out = torch.zeros_like(X)
+    B, Q, K = X.shape
+    for b in range(B):
+        for q in range(Q):
+            n = int(valid_lens[b] if valid_lens.dim() == 1 else valid_lens[b, q])
+            out[b, q, : n + 1] = torch.softmax(X[b, q, : n + 1], -1)
+    return out
+
+
+@attempt("3.1", "fill-zero")
+def b2_ms_multiply(X, valid_lens):
+    lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+    keep = (torch.arange(X.shape[-1]) < lens[..., None]).to(X.dtype)
+    return torch.softmax(X * keep, dim=-1)
+
+
+@attempt("3.1", "d2l-uniform")
+def b2_ms_finfo(X, valid_lens):
+    lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
+    keep = torch.arange(X.shape[-1]) < lens[..., None]
+    return X.masked_fill(~keep, torch.finfo(X.dtype).min).softmax(-1)
+
+
+@attempt("5.1", "no-mask")
+def b2_sdpa_no_mask(queries, keys, values, valid_lens):
+    return F.scaled_dot_product_attention(queries, keys, values)
+
+
+@attempt("5.1", "mask-after-softmax")
+def b2_sdpa_after(queries, keys, values, valid_lens):
+    w = torch.softmax(queries @ keys.mT / math.sqrt(keys.shape[-1]), -1)
+    w = w * (torch.arange(keys.shape[1]) < valid_lens[:, None, None])
+    return w @ values
+
+
+@attempt("5.1", "inverted-mask")
+def b2_sdpa_inverted(queries, keys, values, valid_lens):
+    pad = torch.arange(keys.shape[1])[None, None, :] < valid_lens[:, None, None]
+    s = queries @ keys.mT / math.sqrt(keys.shape[-1])
+    return torch.softmax(s.masked_fill(pad, -1e9), -1) @ values
+
+
+@attempt("6.1", "sees-the-future")
+def b2_causal_triu(queries, keys, values):
+    Q, K = queries.shape[1], keys.shape[1]
+    keep = torch.ones(Q, K, dtype=torch.bool).triu(K - Q)
+    s = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    return torch.softmax(s.masked_fill(~keep, -torch.inf), -1) @ values
+
+
+@attempt("6.1", "diagonal-offset-sign")
+def b2_causal_sign(queries, keys, values):
+    Q, K = queries.shape[1], keys.shape[1]
+    keep = torch.ones(Q, K, dtype=torch.bool).tril(Q - K)
+    s = queries @ keys.mT / math.sqrt(queries.shape[-1])
+    return torch.softmax(s.masked_fill(~keep, -torch.inf), -1).nan_to_num(0) @ values
+
+
+@attempt("6.1", "fill-zero")
+def b2_causal_zero(queries, keys, values):
+    Q, K = queries.shape[1], keys.shape[1]
+    keep = torch.ones(Q, K).tril(K - Q)
+    s = queries @ keys.mT / math.sqrt(queries.shape[-1]) * keep
+    return torch.softmax(s, -1) @ values
+
+
+@attempt("7.1", "no-transpose")
+def b2_split_no_transpose(X, num_heads):
+    return X.unflatten(-1, (num_heads, -1))
+
+
+@attempt("7.2", "interleaved")
+def b2_merge_wrong_permute(X):
+    B, H, n, d = X.shape
+    return X.permute(0, 2, 3, 1).reshape(B, n, H * d)
+
+
+@attempt("8.1", "shared-query")
+def b2_gqa_mean_query(queries, keys, values):
+    B, H, Q, d = queries.shape
+    Hkv = keys.shape[1]
+    q = queries.reshape(B, Hkv, H // Hkv, Q, d).mean(2)
+    out = F.scaled_dot_product_attention(q, keys, values)
+    return out.repeat_interleave(H // Hkv, dim=1)
+
+
+@attempt("8.1", "softmax-over-queries")
+def b2_gqa_dim(queries, keys, values):
+    n = queries.shape[1] // keys.shape[1]
+    k, v = keys.repeat_interleave(n, 1), values.repeat_interleave(n, 1)
+    s = queries @ k.mT / math.sqrt(queries.shape[-1])
+    return torch.softmax(s, dim=-2) @ v
+
+
+@attempt("8.2", "prepended")
+def b2_decode_prepend(q_new, k_new, v_new, cache_k, cache_v):
+    keys, values = torch.cat([k_new, cache_k], 2), torch.cat([v_new, cache_v], 2)
+    out = F.scaled_dot_product_attention(q_new, keys, values, enable_gqa=True)
+    return out, keys, values
+
+
+@attempt("8.2", "expanded-cache")
+def b2_decode_expand_first(q_new, k_new, v_new, cache_k, cache_v):
+    n = q_new.shape[1] // k_new.shape[1]
+    keys = torch.cat([cache_k, k_new], 2).repeat_interleave(n, 1)
+    values = torch.cat([cache_v, v_new], 2).repeat_interleave(n, 1)
+    return F.scaled_dot_product_attention(q_new, keys, values), keys, values
+
+
+@attempt("8.2", "cache-not-returned")
+def b2_decode_old_cache(q_new, k_new, v_new, cache_k, cache_v):
+    keys, values = torch.cat([cache_k, k_new], 2), torch.cat([cache_v, v_new], 2)
+    out = F.scaled_dot_product_attention(q_new, keys, values, enable_gqa=True)
+    return out, cache_k, cache_v
+
+
+@attempt("9.1", "ignored-counted-right")
+def b2_mqar_ignored_right(logits, targets):
+    pred = logits.argmax(-1)
+    ok = (pred == targets) | (targets == al.MQAR_IGNORE)
+    return ok.float().mean().item()
+
+
+@attempt("9.1", "shifted")
+def b2_mqar_shift(logits, targets):
+    pred = logits[:, :-1].argmax(-1)
+    t = targets[:, 1:]
+    asked = t != al.MQAR_IGNORE
+    return ((pred == t) & asked).sum().item() / asked.sum().item()
+
+
+@attempt("10.1", "sum-not-rescaled")
+def b2_online_sum(q, keys, values, block_size):
+    m, l = -math.inf, 0.0
+    acc = torch.zeros(values.shape[1], dtype=values.dtype)
+    for i in range(0, keys.shape[0], block_size):
+        s = keys[i : i + block_size] @ q / math.sqrt(q.shape[0])
+        m_new = max(m, s.max().item())
+        p = torch.exp(s - m_new)
+        acc = acc * math.exp(m - m_new) + p @ values[i : i + block_size]
+        l = l + p.sum().item()
+        m = m_new
+    return acc / l
+
+
+@attempt("10.1", "not-divided")
+def b2_online_no_divide(q, keys, values, block_size):
+    m = -math.inf
+    l, acc = 0.0, torch.zeros(values.shape[1], dtype=values.dtype)
+    for i in range(0, keys.shape[0], block_size):
+        s = keys[i : i + block_size] @ q / math.sqrt(q.shape[0])
+        m_new = max(m, s.max().item())
+        p = torch.exp(s - m_new)
+        acc = acc * math.exp(m - m_new) + p @ values[i : i + block_size]
+        l = l * math.exp(m - m_new) + p.sum().item()
+        m = m_new
+    return acc
+
+
+@attempt("10.1", "no-scale")
+def b2_online_no_scale(q, keys, values, block_size):
+    m = -math.inf
+    l, acc = 0.0, torch.zeros(values.shape[1], dtype=values.dtype)
+    for i in range(0, keys.shape[0], block_size):
+        s = keys[i : i + block_size] @ q
+        m_new = max(m, s.max().item())
+        p = torch.exp(s - m_new)
+        acc = acc * math.exp(m - m_new) + p @ values[i : i + block_size]
+        l = l * math.exp(m - m_new) + p.sum().item()
+        m = m_new
+    return acc / l
+
+
+@attempt("10.2", "lse-max")
+def b2_merge_lse_max(out1, lse1, out2, lse2):
+    m = torch.maximum(lse1, lse2)
+    lse = torch.logaddexp(lse1, lse2)
+    safe = torch.where(torch.isinf(lse), 0.0, lse)
+    out = (
+        torch.exp(lse1 - safe)[:, None] * out1 + torch.exp(lse2 - safe)[:, None] * out2
+    )
+    return out, m
+
+
+@attempt("10.2", "no-normaliser")
+def b2_merge_raw(out1, lse1, out2, lse2):
+    out = lse1.exp()[:, None] * out1 + lse2.exp()[:, None] * out2
+    return out, torch.logaddexp(lse1, lse2)
+
+
+@attempt("11.1", "positions-from-one")
+def b2_rope_plus_one(x, positions):
+    d = x.shape[-1]
+    omega = 10000.0 ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    ang = (positions + 1).to(x.dtype)[:, None] * omega
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], -1)
+
+
+@attempt("11.1", "frequency-exponent")
+def b2_rope_exponent(x, positions):
+    d = x.shape[-1]
+    omega = 10000.0 ** (-torch.arange(d // 2, dtype=x.dtype) / d)
+    ang = positions.to(x.dtype)[:, None] * omega
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat([a * ang.cos() - b * ang.sin(), a * ang.sin() + b * ang.cos()], -1)
+
+
+@attempt("11.2", "mixed-layout")
+def b2_rope_interleaved_cat_angles(x, positions):
+    d = x.shape[-1]
+    omega = 10000.0 ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    ang = positions.to(x.dtype)[:, None] * omega
+    ang = torch.cat([ang, ang], -1)
+    rot = torch.stack([-x[..., 1::2], x[..., 0::2]], -1).flatten(-2)
+    return x * ang.cos() + rot * ang.sin()
+
+
+@attempt("11.2", "positions-ignored")
+def b2_rope_interleaved_arange(x, positions):
+    d, T = x.shape[-1], x.shape[-2]
+    omega = 10000.0 ** (-2 * torch.arange(d // 2, dtype=x.dtype) / d)
+    ang = torch.arange(T, dtype=x.dtype)[:, None] * omega
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack(
+        [a * ang.cos() - b * ang.sin(), b * ang.cos() + a * ang.sin()], -1
+    ).flatten(-2)
+
+
+@attempt("12.1", "no-value-up-projection")
+def b2_mla_no_up(q_nope, latent, W_uk, W_uv):
+    ql = q_nope @ W_uk
+    s = ql @ latent[:, None].mT / math.sqrt(q_nope.shape[-1])
+    return torch.softmax(s, -1) @ latent[:, None]
+
+
+@attempt("12.1", "value-projection-in-query")
+def b2_mla_wuv_query(q_nope, latent, W_uk, W_uv):
+    ql = q_nope @ W_uv
+    s = ql @ latent[:, None].mT / math.sqrt(q_nope.shape[-1])
+    return torch.softmax(s, -1) @ latent[:, None] @ W_uv.mT
+
+
+@attempt("13.1", "no-feature-map")
+def b2_linear_identity(queries, keys, values):
+    S = torch.cumsum(values[..., :, None] * keys[..., None, :], dim=-3)
+    z = torch.cumsum(keys, dim=-2)
+    return (S @ queries[..., None])[..., 0] / (z * queries).sum(-1, keepdim=True)
+
+
+@attempt("13.1", "normaliser-late")
+def b2_linear_z_late(queries, keys, values):
+    pq, pk = F.elu(queries) + 1, F.elu(keys) + 1
+    S = queries.new_zeros(*queries.shape[:-2], values.shape[-1], keys.shape[-1])
+    z = queries.new_zeros(*queries.shape[:-2], keys.shape[-1])
+    out = []
+    for t in range(queries.shape[-2]):
+        S = S + values[..., t, :, None] * pk[..., t, None, :]
+        out.append(
+            (S @ pq[..., t, :, None])[..., 0] / (z * pq[..., t, :]).sum(-1, True)
+        )
+        z = z + pk[..., t, :]
+    return torch.stack(out, -2)
+
+
+@attempt("13.2", "additive")
+def b2_delta_additive(queries, keys, values, beta, decay):
+    S = queries.new_zeros(*queries.shape[:-2], values.shape[-1], keys.shape[-1])
+    outs = []
+    for t in range(queries.shape[-2]):
+        S = decay * S + beta * values[..., t, :, None] * keys[..., t, None, :]
+        outs.append((S @ queries[..., t, :, None])[..., 0])
+    return torch.stack(outs, -2), S
+
+
+@attempt("13.2", "decay-after-write")
+def b2_delta_decay_last(queries, keys, values, beta, decay):
+    S = queries.new_zeros(*queries.shape[:-2], values.shape[-1], keys.shape[-1])
+    outs = []
+    for t in range(queries.shape[-2]):
+        k, v = keys[..., t, :], values[..., t, :]
+        S = S + beta * (v - (S @ k[..., None])[..., 0])[..., None] * k[..., None, :]
+        S = decay * S
+        outs.append((S @ queries[..., t, :, None])[..., 0])
+    return torch.stack(outs, -2), S
+
+
+@attempt("13.2", "read-before-write")
+def b2_delta_output_first(queries, keys, values, beta, decay):
+    S = queries.new_zeros(*queries.shape[:-2], values.shape[-1], keys.shape[-1])
+    outs = []
+    for t in range(queries.shape[-2]):
+        k, v = keys[..., t, :], values[..., t, :]
+        outs.append((S @ queries[..., t, :, None])[..., 0])
+        S = decay * S
+        S = S + beta * (v - (S @ k[..., None])[..., 0])[..., None] * k[..., None, :]
+    return torch.stack(outs, -2), S
+
+
+# two slips at once: no single listed mistake matches; none may be named
+
+
+@attempt("10.2", "plain-average-and-lse-max")
+def b2_merge_average_and_max(out1, lse1, out2, lse2):
+    return (out1 + out2) / 2, torch.maximum(lse1, lse2)
+
+
+@attempt("5.1")
+def b2_sdpa_no_scale_fill_zero(queries, keys, values, valid_lens):
+    keep = torch.arange(keys.shape[1]) < valid_lens[:, None, None]
+    return torch.softmax((queries @ keys.mT) * keep, -1) @ values
+
+
+@attempt("13.1")
+def b2_linear_relu_eps(queries, keys, values):
+    pq, pk = F.relu(queries) + 1e-6, F.relu(keys) + 1e-6
+    S = torch.cumsum(values[..., :, None] * pk[..., None, :], dim=-3)
+    z = torch.cumsum(pk, dim=-2)
+    return (S @ pq[..., None])[..., 0] / (z * pq).sum(-1, keepdim=True)

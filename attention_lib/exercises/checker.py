@@ -504,29 +504,40 @@ def mutant_result(spec: Exercise, mistake: Mistake, draw: Draw):
 
 def diagnose(spec: Exercise, outcomes: Sequence) -> Mistake | None:
     """The listed mistake the learner most likely made: one whose wrong implementation
-    gives the learner's results on every case the learner got wrong (two at least);
-    among several, the one that is wrong on the fewest cases the learner got right."""
+    gives the learner's results on every case the learner got wrong (two at least),
+    and raises where the learner's code raised; float32 cases may disagree (near the
+    float limits two ways of writing one mistake round differently), float64 ones may
+    not. Among several, the one that is wrong on the fewest cases the learner got
+    right."""
     wrong = [o for o in outcomes if o.kind == "wrong"]
     raised = [o for o in outcomes if o.kind == "error"]
     if len(wrong) < 2:
         return None
     candidates = []
     for mistake in spec.mistakes:
-        if all(
-            same(o.got, mutant_result(spec, mistake, o.draw)) for o in wrong
-        ) and all(mutant_result(spec, mistake, o.draw) is _FAILED for o in raised):
-            candidates.append(mistake)
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
+        if not all(mutant_result(spec, mistake, o.draw) is _FAILED for o in raised):
+            continue
+        agree = [same(o.got, mutant_result(spec, mistake, o.draw)) for o in wrong]
+        loose = [a or _in_float32(o.draw) for a, o in zip(agree, wrong)]
+        if all(loose) and sum(agree) >= 2 and sum(agree) * 2 >= len(wrong):
+            candidates.append((not all(agree), mistake))
+    if not candidates:
+        return None
 
-    def penalty(mistake):
-        return sum(
+    def penalty(candidate):
+        partial, mistake = candidate
+        wrong_where_right = sum(
             not same(o.draw.expected, mutant_result(spec, mistake, o.draw))
             for o in outcomes
             if o.kind == "right"
         )
+        return (partial, wrong_where_right)
 
-    return min(candidates, key=penalty)  # ties: the first listed
+    return min(candidates, key=penalty)[1]  # ties: the first listed
+
+
+def _in_float32(draw: Draw) -> bool:
+    return any(t.dtype == torch.float32 for t in _tensors(draw.args))
 
 
 def same(a, b) -> bool:

@@ -171,6 +171,12 @@ CAUSAL = (
         {"causal": "top-left"},
     ),
     (
+        "diagonal-offset-sign",
+        "the diagonal's offset has the wrong sign: tril(diagonal=Q - K) moves it to "
+        "the left; query i sits at position K - Q + i, so keep tril(diagonal=K - Q)",
+        {"causal": "offset-sign"},
+    ),
+    (
         "no-causal-mask",
         "there is no causal mask: query i must not see the keys after its own "
         "position K - Q + i",
@@ -305,6 +311,13 @@ MERGE = (
         "the merged log-sum-exp is lse1 + lse2; it is log(exp(lse1) + exp(lse2)) "
         "(torch.logaddexp): the sums add, not their logarithms",
         {"lse": "sum"},
+    ),
+    (
+        "plain-average-and-lse-max",
+        "two slips: the outputs are averaged with equal weights (weigh each by "
+        "exp(lse_c - lse)), and the merged log-sum-exp is the larger of the two (it is "
+        "log(exp(lse1) + exp(lse2)), torch.logaddexp)",
+        {"weights": "mean", "lse": "max"},
     ),
     (
         "nan-when-no-key",
@@ -549,6 +562,8 @@ def causal_keep(Q: int, K: int, kind: str = "bottom-right") -> torch.Tensor | No
         return ones.tril(K - Q - 1)
     if kind == "top-left":
         return ones.tril()
+    if kind == "offset-sign":
+        return ones.tril(Q - K)
     return ones.tril(K - Q)
 
 

@@ -40,9 +40,23 @@ def _mla_inputs(T=None, H=None, same_width=False):
     return make
 
 
-def _mla(q, c, W_uk, W_uv, *, scale="sqrt", up=True, swap=False, dim=-1, **options):
+def _mla(
+    q,
+    c,
+    W_uk,
+    W_uv,
+    *,
+    scale="sqrt",
+    up=True,
+    swap=False,
+    query=None,
+    dim=-1,
+    **options,
+):
     if swap:
         W_uk, W_uv = W_uv, W_uk
+    if query == "W_uv":
+        W_uk = W_uv
     q_latent = q @ W_uk  # (B, H, 1, r)
     s = q_latent @ c[:, None].transpose(-1, -2)  # (B, H, 1, T)
     d = {"sqrt": q.shape[-1], "latent": c.shape[-1], "value-width": W_uv.shape[1]}
@@ -92,6 +106,12 @@ EX_12_1 = Exercise(
             "W_uk and W_uv are swapped: W_uk absorbs into the query (scores), W_uv "
             "into the output (values)",
             _build(swap=True),
+        ),
+        Mistake(
+            "value-projection-in-query",
+            "the query is absorbed with W_uv: the scores use the keys' up-projection, "
+            "q_latent = q_nope @ W_uk; W_uv belongs to the output",
+            _build(query="W_uv"),
         ),
         Mistake(
             "softmax-over-heads",
