@@ -1245,3 +1245,35 @@ def b2_linear_relu_eps(queries, keys, values):
     S = torch.cumsum(values[..., :, None] * pk[..., None, :], dim=-3)
     z = torch.cumsum(pk, dim=-2)
     return (S @ pq[..., None])[..., 0] / (z * pq).sum(-1, keepdim=True)
+
+
+@attempt("10.1", right=True)
+def b2_online_from_keys(q, keys, values, block_size):
+    m = keys.new_full((), float("-inf"))
+    total = torch.zeros_like(m)
+    acc = values.new_zeros(values.shape[-1])
+    for start in range(0, len(keys), block_size):
+        block = keys[start : start + block_size]
+        s = block @ q / math.sqrt(keys.size(-1))
+        m_new = torch.maximum(m, s.amax())
+        scale = torch.exp(m - m_new)
+        p = torch.exp(s - m_new)
+        total = total * scale + p.sum()
+        acc = acc * scale + p @ values[start : start + block_size]
+        m = m_new
+    return acc / total
+
+
+@attempt("10.1", right=True)
+def b2_online_transposed_keys(q, keys, values, block_size):
+    kt = keys.T.contiguous()  # (D, K)
+    m, total = -math.inf, 0.0
+    acc = torch.zeros(values.shape[-1], dtype=values.dtype)
+    for start in range(0, kt.shape[1], block_size):
+        s = q @ kt[:, start : start + block_size] / math.sqrt(q.shape[0])
+        m_new = max(m, float(s.max()))
+        p = torch.exp(s - m_new)
+        acc = acc * math.exp(m - m_new) + p @ values[start : start + block_size]
+        total = total * math.exp(m - m_new) + float(p.sum())
+        m = m_new
+    return acc / total

@@ -422,8 +422,8 @@ def _todo(spec: Exercise, head: str, lang: str | None) -> Report:
 
 def is_stub(fn) -> bool | None:
     """Whether ``fn`` is a stub not written yet: its body (after a docstring) only
-    ``raise NotImplementedError``, ``...`` or ``pass``. None if its source cannot be
-    read."""
+    ``raise NotImplementedError``, ``...``, ``pass`` or ``return None``. None if its
+    source cannot be read."""
     try:
         source = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(source)
@@ -444,6 +444,11 @@ def is_stub(fn) -> bool | None:
     def empty(statement) -> bool:
         if isinstance(statement, ast.Pass):
             return True
+        if isinstance(statement, ast.Return):  # a bare `return` or `return None`
+            value = statement.value
+            return value is None or (
+                isinstance(value, ast.Constant) and value.value is None
+            )
         if isinstance(statement, ast.Expr) and isinstance(
             statement.value, ast.Constant
         ):

@@ -79,6 +79,34 @@ class _WholeKeys(torch.Tensor):
         "unfold",
     }
 
+    #: reading about the keys, or making a tensor like them, is not computing with them
+    _LOOKS = {
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+        "size",
+        "dim",
+        "numel",
+        "__len__",
+        "is_floating_point",
+        "element_size",
+        "stride",
+        "is_contiguous",
+        "zeros_like",
+        "ones_like",
+        "empty_like",
+        "full_like",
+        "__format__",
+        "__repr__",
+        "__str__",
+        "__hash__",
+        "data_ptr",
+        "nelement",
+        "ndimension",
+    }
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -88,6 +116,8 @@ class _WholeKeys(torch.Tensor):
             result = func(*args, **kwargs)
             if not whole:
                 return result
+            if name in cls._LOOKS:
+                return _wrap(result, None)
             if name not in cls._MOVES:
                 if isinstance(result, (torch.Tensor, tuple, list)):
                     _WholeKeys.used_whole = True
