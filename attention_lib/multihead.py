@@ -3,24 +3,50 @@
 Shape legend: ``B`` batch, ``Q`` queries, ``K`` keys/values, ``E`` model width
 (``num_hiddens``), ``H`` query heads, ``Hkv`` key/value heads, ``d = E / H`` head width.
 
-One ``forward`` holds two paths, chosen by ``need_weights`` (as in nanoGPT):
+:class:`GroupedQueryAttention` has one ``forward`` with two paths, chosen by
+``need_weights`` (nanoGPT's ``forward`` also holds a readable and a fused path, chosen
+by whether PyTorch has the fused kernel):
 
 * readable (``need_weights=True``): scores, :func:`~attention_lib.masked_softmax`,
-  weights @ values; the weights ``(B, H, Q, K)`` are kept in ``.attention_weights`` for
-  heatmaps;
+  weights @ values; the weights ``(B, H, Q, K)`` are kept (detached) in
+  ``.attention_weights`` for heatmaps;
 * fused (``need_weights=False``): ``F.scaled_dot_product_attention`` (with
-  ``enable_gqa`` for GQA, so the shared key/value heads are never copied); no weights
-  are kept.
+  ``enable_gqa`` for GQA, so the shared key/value heads are never copied; for one new
+  query each group's ``g`` query heads are ``g`` rows of one query matrix, so that each
+  cached head is read once); no weights are kept.
 
-Both paths give the same output (to float32 round-off). The tricks that shave
-microseconds off a decode step (one fused key/value matmul, one copy into the cache)
-live apart, in :class:`~attention_lib.FastGroupedQueryAttention` (``fast_decode.py``).
+Both paths give the same output (to float32 round-off). The arguments of ``forward``:
+
+* ``queries (B, Q, E)``, ``keys (B, K, E)``, ``values (B, K, E)``;
+* ``valid_lens`` ``(B,)`` or ``(B, Q)``; ``mask`` a bool keep-mask ``(Q, K)`` or 4-D,
+  broadcastable to ``(B, H, Q, K)`` (a 3-D mask is refused: ``(B, Q, K)`` would
+  silently be read as ``(H, Q, K)``); ``is_causal`` masks every key after its query,
+  aligned bottom-right (:func:`~attention_lib.causal_mask`), and on the fused path runs
+  SDPA's own causal kernel when that is exact (``Q == K``, no other mask). All three
+  combine by logical and; ``K`` counts the cached positions too;
+* ``kv_cache``: a :class:`~attention_lib.KVCache`. The call's projected keys and values
+  ``(B, Hkv, K, d)`` are appended to it and the queries attend over everything cached.
+  Every input is checked before the cache is written, and a call that raises anyway
+  leaves the cache as it was (``_cache_unchanged_if_it_fails``).
+
+The constructor is ``GroupedQueryAttention(num_hiddens, num_heads, num_kv_heads,
+dropout=0.0, bias=False, rotary=None)``: ``E``, ``H`` (must divide ``E``) and ``Hkv``
+(must divide ``H``); ``dropout`` on the attention weights while training; ``bias`` for
+the four projections. ``rotary(q, k, start) -> (q, k)``, if given, is applied to the
+projected heads ``q (B, H, Q, d)`` and ``k (B, Hkv, K, d)`` of each call before
+attention (and before ``k`` is cached); ``start`` is the position of the call's first
+token (the cache's length, 0 without a cache). This is where a Llama-style layer applies
+rotary position embeddings (RoPE); an ``nn.Module`` is registered as a submodule.
+
+The tricks that shave microseconds off a decode step (one fused key/value matmul, one
+copy into the cache) live apart, in :class:`~attention_lib.FastGroupedQueryAttention`
+(``fast_decode.py``; timed against this class by ``bench/bench_decode_packed.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import functools
 import numbers
 
 import torch
@@ -129,48 +155,37 @@ def kv_cache_bytes(
     )
 
 
+def _cache_unchanged_if_it_fails(forward):
+    """Wrap a layer's ``forward`` so that a call that raises leaves its ``kv_cache`` as
+    it was. The inputs are checked before the cache is written; this is the belt and
+    braces for anything that still fails after the append (a kernel, an interrupt)."""
+
+    @functools.wraps(forward)
+    def guarded(self, *args, **kwargs):
+        # forward(queries, keys, values, valid_lens, mask, need_weights, is_causal,
+        # kv_cache): kv_cache is the 8th argument after self
+        kv_cache = args[7] if len(args) > 7 else kwargs.get("kv_cache")
+        if not isinstance(kv_cache, KVCache):
+            return forward(self, *args, **kwargs)
+        state = kv_cache._state()
+        try:
+            return forward(self, *args, **kwargs)
+        except BaseException:
+            kv_cache._restore(state)
+            raise
+
+    return guarded
+
+
 class GroupedQueryAttention(nn.Module):
     """Grouped-query attention (Ainslie et al., 2023): ``H`` query heads share ``Hkv``
-    key/value heads.
+    key/value heads; query head ``h`` reads key/value head ``h // (H // Hkv)``.
 
-    Args:
-        num_hiddens: ``E``, the width of inputs and output.
-        num_heads: ``H``; must divide ``E``.
-        num_kv_heads: ``Hkv``; must divide ``H``. ``Hkv == H`` is multi-head attention,
-            ``Hkv == 1`` multi-query.
-        dropout: on the attention weights while training.
-        bias: whether the four projections have biases.
-        rotary: optional ``rotary(q, k, start) -> (q, k)``, applied to the projected
-            heads ``q (B, H, Q, d)`` and ``k (B, Hkv, K, d)`` of each call before
-            attention (and before ``k`` is cached); ``start`` is the position of the
-            call's first token (the cache's length, 0 without a cache). This is where a
-            Llama-style layer applies rotary position embeddings (RoPE). An
-            ``nn.Module`` is registered as a submodule.
-
-    Layers: ``W_q: E -> E``, ``W_k, W_v: E -> Hkv * d``, ``W_o: E -> E``. Query head
-    ``h`` uses key/value head ``h // (H // Hkv)``.
-
-    ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E), valid_lens=None,
-    mask=None, need_weights=True, is_causal=False, kv_cache=None)`` -> ``(B, Q, E)``:
-
-    * ``valid_lens`` is ``(B,)`` or ``(B, Q)``; ``mask`` is a bool keep-mask ``(Q, K)``
-      or 4-D, broadcastable to ``(B, H, Q, K)`` (a 3-D mask is refused: ``(B, Q, K)``
-      would silently be read as ``(H, Q, K)``); ``is_causal`` masks every key after its
-      query, aligned bottom-right (:func:`~attention_lib.causal_mask`), and on the fused
-      path runs SDPA's own causal kernel when that is exact (``Q == K``, no other mask).
-      All three combine by logical and; ``K`` counts the cached positions too.
-    * ``kv_cache``: a :class:`~attention_lib.KVCache`. This call's projected keys and
-      values ``(B, Hkv, K, d)`` are appended to it and the queries attend over
-      everything cached (on the fused path the ``Hkv`` heads are never repeated:
-      ``enable_gqa``, and for one new query each group's query heads as rows of one
-      query matrix, so each cached head is read once).
-    * ``need_weights=True`` (the readable path) keeps the weights ``(B, H, Q, K)``
-      (detached) in ``.attention_weights``; ``need_weights=False`` (the fused path)
-      calls ``F.scaled_dot_product_attention`` and keeps none.
-
-    Every input is checked before the cache is written: a call that raises leaves
-    ``kv_cache`` as it was. :class:`~attention_lib.FastGroupedQueryAttention` is the
-    same layer with a leaner decode step (chapter 10).
+    ``GroupedQueryAttention(E, H, Hkv)`` has ``W_q: E -> E``, ``W_k, W_v: E -> Hkv * d``
+    and ``W_o: E -> E``. ``Hkv == H`` is multi-head attention, ``Hkv == 1`` multi-query.
+    ``forward(queries (B, Q, E), keys (B, K, E), values (B, K, E))`` -> ``(B, Q, E)``;
+    masks, ``is_causal``, ``kv_cache`` and ``rotary`` are described in the module
+    docstring (``help(attention_lib.multihead)``).
     """
 
     def __init__(
@@ -184,10 +199,7 @@ class GroupedQueryAttention(nn.Module):
     ):
         super().__init__()
         _check_sizes(type(self).__name__, num_hiddens, num_heads, num_kv_heads, dropout)
-        if rotary is not None and not callable(rotary):
-            raise ValueError(
-                f"rotary: expected a callable (q, k, start) or None, got {rotary!r}"
-            )
+        _check_rotary(rotary)
         self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = d = num_hiddens // num_heads
@@ -196,9 +208,10 @@ class GroupedQueryAttention(nn.Module):
         self.W_v = nn.Linear(num_hiddens, num_kv_heads * d, bias=bias)  # Hkv heads
         self.W_o = nn.Linear(num_hiddens, num_hiddens, bias=bias)
         self.dropout = nn.Dropout(dropout)
-        self.rotary = rotary
+        self.rotary = rotary  # e.g. rotary position embeddings (chapter 11)
         self.attention_weights: torch.Tensor | None = None
 
+    @_cache_unchanged_if_it_fails
     def forward(
         self,
         queries,
@@ -217,44 +230,29 @@ class GroupedQueryAttention(nn.Module):
         v = split_heads(self.W_v(values), Hkv)  # (B, K, Hkv*d) -> (B, Hkv, K, d)
         if self.rotary is not None:  # positions start after the cached ones
             q, k = self.rotary(q, k, 0 if kv_cache is None else len(kv_cache))
-        with _unchanged_if_it_fails(kv_cache):
-            if kv_cache is not None:
-                # (B, Hkv, T + K, d): every cached position, this call's last
-                k, v = kv_cache.update(k, v)
-            p = self.dropout.p if self.training else 0.0
-            if need_weights:  # readable: the weights, for heatmaps
-                k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d)
-                out, weights = dot_product_attention(
-                    q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
-                )  # (B, H, Q, d), (B, H, Q, K)
-                self.attention_weights = weights.detach()  # no autograd graph kept
-            else:  # fused: SDPA, the shared heads never copied
-                out = fused_attention(
-                    q,
-                    k,
-                    v,
-                    valid_lens,
-                    mask,
-                    dropout_p=p,
-                    enable_gqa=Hkv != H,
-                    is_causal=is_causal,
-                )
-                self.attention_weights = None
+        if kv_cache is not None:  # append; attend over every cached position
+            k, v = kv_cache.update(k, v)  # (B, Hkv, T + K, d)
+        p = self.dropout.p if self.training else 0.0
+        if need_weights:  # readable path: keep the weights, for heatmaps
+            k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (B, H, K, d)
+            out, weights = dot_product_attention(
+                q, k, v, valid_lens, mask, dropout_p=p, is_causal=is_causal
+            )  # (B, H, Q, d), (B, H, Q, K)
+            self.attention_weights = weights.detach()
+        else:  # fused path: SDPA reads the Hkv heads without copying them
+            out = fused_attention(
+                q, k, v, valid_lens, mask, dropout_p=p, enable_gqa=Hkv != H,
+                is_causal=is_causal,
+            )  # fmt: skip
+            self.attention_weights = None
         return self.W_o(merge_heads(out))  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
 
 
-@contextlib.contextmanager
-def _unchanged_if_it_fails(kv_cache: KVCache | None):
-    """Inputs are checked before the cache is written; should anything still fail after
-    the append, the cache is put back as it was, so that a rejected call changes
-    nothing."""
-    state = None if kv_cache is None else kv_cache._state()
-    try:
-        yield
-    except BaseException:
-        if kv_cache is not None:
-            kv_cache._restore(state)
-        raise
+def _check_rotary(rotary) -> None:
+    if rotary is not None and not callable(rotary):
+        raise ValueError(
+            f"rotary: expected a callable (q, k, start) or None, got {rotary!r}"
+        )
 
 
 def _check_sizes(name, num_hiddens, num_heads, num_kv_heads, dropout) -> None:

@@ -71,17 +71,17 @@ def draw_kv_sharing(path):
 
 
 def draw_kv_cache(path):
-    """One decoding step for one sequence and one key/value head: the new token's key
-    and value are appended as column T of the cache, (B, Hkv, T, d) -> (B, Hkv, T+1, d),
-    and its query attends to all T + 1 keys."""
+    """One decoding step for one sequence and one key/value head, the cache drawn as the
+    code holds it, one row per token: the new token's key and value are appended as row
+    T, (B, Hkv, T, d) -> (B, Hkv, T+1, d), and its query attends to all T + 1 keys."""
     T, dh, c = 6, 4, 0.6  # cached tokens, head width drawn, cell size
-    width, height = 23.0, 22.5
+    width, height = 23.0, 24.0
     d = Diagram(width, height)
     d.title("One decoding step with a KV cache")
     d.text(
         width / 2,
         height - 1.75,
-        "the new key and value become column T of the cache;",
+        "the new key and value become row T of the cache;",
         size=SHAPE_SIZE + 0.5,
     )
     d.text(
@@ -91,46 +91,53 @@ def draw_kv_cache(path):
         size=SHAPE_SIZE + 0.5,
     )
 
-    kx, vx = 7.4, 15.4  # left edges of the key cache and the value cache
-    cy = 8.6  # bottom of both caches
-    new_k, new_v = kx + T * c, vx + T * c  # left edges of column T
-    # the new token and its three projections
-    tok = d.box(9.0, 17.4, 6.4, 1.5, r"new token $x_T$", shape="(B, 1, E)")
-    vec_y = 13.2  # bottom of the three new vectors
-    q = d.vector(3.2, vec_y, dh, role="query", cell=c)
-    kn = d.vector(new_k, vec_y, dh, role="key", cell=c)
-    vn = d.vector(new_v, vec_y, dh, role="value", cell=c)
-    for a, lab, w in (
-        (q, r"$q_T$", r"$W_q$"),
-        (kn, r"$k_T$", r"$W_k$"),
-        (vn, r"$v_T$", r"$W_v$"),
-    ):
-        d.arrow(
-            (a["top"][0] * 0.25 + tok["center"][0] * 0.75, tok["bottom"][1]),
-            (a["top"][0], a["top"][1] + 0.1),
-            label=w,
-            side="left" if a is q else "right",
-            offset=0.2,
-        )
-        d.text(a["left"][0] - 0.25, a["center"][1], lab, ha="right")
-    d.shape(q["bottom"][0], vec_y - 0.45, "(B, H, 1, d)")
+    kx, vx = 6.6, 14.2  # left edges of the key cache and the value cache
+    cy = 8.6  # bottom of both caches: row T, the newest token
+    rows_h = (T + 1) * c
+    # the new token and its three projections, each a row of d numbers
+    tok = d.box(8.8, 18.9, 6.4, 1.5, r"new token $x_T$", shape="(B, 1, E)")
+    q = d.vector(1.3, 14.4, dh, role="query", vertical=False, cell=c)
+    kn = d.vector(kx + dh * c + 2.0, cy, dh, role="key", vertical=False, cell=c)
+    vn = d.vector(vx + dh * c + 2.0, cy, dh, role="value", vertical=False, cell=c)
+    d.arrow(
+        (tok["left"][0] + 0.8, tok["bottom"][1]),
+        (q["top"][0] + 0.3, q["top"][1] + 0.1),
+        label=r"$W_q$",
+        side="left",
+        offset=0.2,
+    )
+    d.arrow(
+        (kn["top"][0], tok["bottom"][1]),
+        (kn["top"][0], kn["top"][1] + 0.1),
+        label=r"$W_k$",
+        side="left",
+        offset=0.2,
+    )
+    d.arrow(
+        tok["right"],
+        (vn["top"][0], vn["top"][1] + 0.1),
+        label=r"$W_v$",
+        side="right",
+        offset=0.2,
+    )
+    d.text(q["left"][0] + dh * c / 2, q["top"][1] + 0.4, r"$q_T$")
+    d.shape(q["bottom"][0], q["bottom"][1] - 0.45, "(B, H, 1, d)")
+    for a, lab in ((kn, r"$k_T$"), (vn, r"$v_T$")):
+        d.text(a["bottom"][0], a["bottom"][1] - 0.45, lab)
 
-    # the two caches: d rows x (T + 1) token columns; column T (dashed outline) was just
+    # the two caches: T + 1 token rows x d columns; row T (dashed outline) was just
     # appended
-    shade = [[0.0] * T + [0.4] for _ in range(dh)]
-    K = d.matrix(kx, cy, dh, T + 1, cell=c, role="key", shade=shade)
-    V = d.matrix(vx, cy, dh, T + 1, cell=c, role="value", shade=shade)
+    shade = [[0.0] * dh for _ in range(T)] + [[0.4] * dh]
+    K = d.matrix(kx, cy, T + 1, dh, cell=c, role="key", shade=shade)
+    V = d.matrix(vx, cy, T + 1, dh, cell=c, role="value", shade=shade)
     for x0, name, new in ((kx, "key cache", kn), (vx, "value cache", vn)):
-        d.text(x0 - 0.35, cy + dh * c / 2, "d", size=SHAPE_SIZE + 0.5)
-        d.text(
-            x0 - 0.45, cy + dh * c + 1.2, name, weight="bold", ha="left"
-        )  # left-aligned: clear of the append arrow
-        d.brace_label(x0, x0 + T * c - 0.05, cy + dh * c + 0.3, "T cached", below=False)
+        d.text(x0 + dh * c / 2, cy + rows_h + 1.15, name, weight="bold")
+        d.brace_label(x0, x0 + dh * c, cy + rows_h + 0.2, "d", below=False)
         d.ax.add_patch(
             Rectangle(
-                (x0 + T * c - 0.07, cy - 0.07),
-                c + 0.14,
+                (x0 - 0.07, cy - 0.07),
                 dh * c + 0.14,
+                c + 0.14,
                 fill=False,
                 edgecolor=INK,
                 linewidth=1.5,
@@ -139,31 +146,33 @@ def draw_kv_cache(path):
             )
         )
         d.arrow(
-            new["bottom"],
-            (new["bottom"][0], cy + dh * c + 0.1),
+            new["left"],
+            (x0 + dh * c + 0.15, cy + c / 2),
             label="append",
-            side="right",
-            offset=0.2,
+            side="below",
         )
-        for j in range(T + 1):
+        for i in range(T + 1):
             d.text(
-                x0 + (j + 0.5) * c, cy - 0.4, str(j) if j < T else "T", size=SHAPE_SIZE
+                x0 - 0.3,
+                cy + (T - i + 0.5) * c,
+                str(i) if i < T else "T",
+                size=SHAPE_SIZE,
             )
-        d.shape(x0 + (T + 1) * c / 2, cy - 1.05, "(B, Hkv, T+1, d)")
+        d.shape(x0 + dh * c / 2, cy - 1.15, "(B, Hkv, T+1, d)")
 
-    # q_T scores every cached key; the softmax gives one weight per key column; the
-    # output mixes the values
+    # q_T scores every cached key; the softmax gives one weight per key row; the
+    # output mixes the value rows
     d.arrow(
-        (q["bottom"][0], vec_y - 0.9),
-        (kx - 1.0, cy + dh * c / 2),
+        (q["bottom"][0], q["bottom"][1] - 0.85),
+        (kx - 0.75, cy + rows_h / 2),
         rad=0.3,
         role="query",
     )
-    d.text(q["bottom"][0] + 0.6, cy + 0.4, "scores with", size=SHAPE_SIZE + 0.5)
-    d.text(q["bottom"][0] + 0.6, cy - 0.2, "all T + 1 keys", size=SHAPE_SIZE + 0.5)
+    d.text(q["bottom"][0] + 0.2, cy + 0.7, "scores with", size=SHAPE_SIZE + 0.5)
+    d.text(q["bottom"][0] + 0.2, cy + 0.1, "all T + 1 keys", size=SHAPE_SIZE + 0.5)
     wy = 4.9
     W = d.vector(
-        kx,
+        kx - 0.9,
         wy,
         T + 1,
         role="weight",
@@ -172,7 +181,7 @@ def draw_kv_cache(path):
         shade=[0.15, 0.1, 0.3, 0.2, 0.45, 0.25, 0.6],
     )
     d.arrow(
-        (K["bottom"][0], cy - 1.5),
+        (K["bottom"][0], cy - 1.55),
         (K["bottom"][0], wy + c + 0.1),
         label=r"softmax$(q_T K^\top/\sqrt{d})$",
         side="left",
@@ -180,8 +189,8 @@ def draw_kv_cache(path):
     )
     d.text(W["bottom"][0], wy - 0.45, "weights, one per key", size=SHAPE_SIZE + 0.5)
     d.shape(W["bottom"][0], wy - 1.05, "(B, H, 1, T+1)")
-    out = d.vector(vx + 0.6, wy, dh, role="output", vertical=False, cell=c)
-    d.arrow((V["bottom"][0], cy - 1.5), (V["bottom"][0], wy + c + 0.1))
+    out = d.vector(vx, wy, dh, role="output", vertical=False, cell=c)
+    d.arrow((V["bottom"][0], cy - 1.55), (V["bottom"][0], wy + c + 0.1))
     d.arrow(
         W["right"],
         (out["left"][0] - 0.1, out["left"][1]),
@@ -200,7 +209,7 @@ def draw_kv_cache(path):
     d.text(
         width / 2,
         2.15,
-        "Next step: T + 1 tokens cached, one more column.",
+        "Next step: T + 1 tokens cached, one more row.",
         size=SHAPE_SIZE + 0.5,
     )
     d.legend(

@@ -175,12 +175,11 @@ LABELS = {
     "key head": "键头",
     "value head": "值头",
     "One decoding step with a KV cache": "带键值缓存的一个解码步",
-    "the new key and value become column T of the cache;": "新的键和值成为缓存的第 T 列；",
+    "the new key and value become row T of the cache;": "新的键和值成为缓存的第 T 行；",
     "the new query reads all T + 1 keys": "新的查询读取全部 T + 1 个键",
     r"new token $x_T$": r"新词元 $x_T$",
     "key cache": "键缓存",
     "value cache": "值缓存",
-    "T cached": "T 列",  # the T cached tokens are the grid's columns (no room for 已缓存)
     "append": "追加",
     # two lines under the query: "对全部 T + 1 个键" / "打分" (the Chinese order of "scores with" / "all T + 1 keys")
     "scores with": "对全部 T + 1 个键",
@@ -189,7 +188,7 @@ LABELS = {
     "weighted sum": "加权和",
     "output of the head": "该头的输出",
     "All g query heads of a group read this same key/value head.": "同一组的 g 个查询头都读取这同一个键值头。",
-    "Next step: T + 1 tokens cached, one more column.": "下一步：已缓存 T + 1 个词元，多出一列。",
+    "Next step: T + 1 tokens cached, one more row.": "下一步：已缓存 T + 1 个词元，多出一行。",
     # -- chapter 9: the tiny decoder-only model; one MQAR sequence
     "al.TinyDecoder: a decoder-only Transformer": "al.TinyDecoder：仅解码器的 Transformer",
     "tokens (token ids)": "词元（词元 id）",
