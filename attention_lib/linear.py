@@ -13,8 +13,10 @@ so a causal layer keeps a fixed-size state ``(S, z)`` instead of a KV cache that
 with every token (Katharopoulos et al., 2020). :func:`linear_attention` computes it
 in three equal forms (a masked ``(T, T)`` matrix, the recurrence, and chunks);
 :class:`LinearAttentionState` decodes one token at a time, with the additive update
-above or the delta rule ``S <- S + beta (v - S phi(k)) phi(k)^T`` (DeltaNet, Yang et
-al., 2024), and an optional decay gate (Gated DeltaNet, Yang et al., 2025).
+above or the delta rule ``S <- S + beta (v - S phi(k)) phi(k)^T`` (Schlag et al.,
+2021; DeltaNet), and an optional decay gate (Gated DeltaNet, Yang et al., 2025).
+:func:`delta_rule` runs the delta rule over a sequence, token by token or chunk by
+chunk (the WY form of Yang et al., 2024, which is how DeltaNet trains).
 
 Shapes: ``...`` are any leading (batch, head) dimensions, usually ``(B, H)``; ``T``
 positions; ``D`` query/key width; ``F`` feature width (after the feature map); ``Dv``
@@ -43,9 +45,18 @@ RULES = ("additive", "delta")
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
     """``elu(x) + 1``, elementwise: ``(..., D) -> (..., D)``, every feature > 0
     (Katharopoulos et al., 2020), so the normaliser ``sum_j phi(q) . phi(k_j)`` is
-    positive."""
+    positive.
+
+    Computed as ``exp(x)`` for ``x <= 0`` and ``x + 1`` above: ``elu(x) + 1`` itself
+    rounds to exactly 0 once ``exp(x)`` is below half the spacing of the numbers at 1
+    (``x`` below about -6.2 in bfloat16, -8.3 in float16, -17 in float32), and a query
+    made of such features reads nothing. Where even ``exp(x)`` underflows, the feature
+    is the dtype's smallest normal number (``torch.finfo(dtype).tiny``), so that every
+    feature is > 0 in every dtype."""
     _check_features_input("elu_feature_map", x)
-    return F.elu(x) + 1
+    # exp of min(x, 0): the branch not taken must not overflow, or its gradient is NaN
+    features = torch.where(x > 0, x + 1, torch.exp(x.clamp(max=0)))
+    return features.clamp(min=torch.finfo(x.dtype).tiny)
 
 
 def taylor_feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -74,9 +85,11 @@ class RandomFeatureMap(nn.Module):
         dim: ``D``, the width of the inputs.
         num_features: ``m``.
         orthogonal: draw the rows in blocks of ``D`` mutually orthogonal directions
-            (each block from the QR decomposition of a Gaussian matrix), with norms
-            drawn like a Gaussian row's, as Performer does: still unbiased, lower
-            variance.
+            (each block from the QR decomposition of a Gaussian matrix, with the signs
+            fixed so that the directions are uniform on the sphere), with norms drawn
+            like a Gaussian row's (chi with ``D`` degrees of freedom), so that each row
+            is marginally ``N(0, I)``: still unbiased, lower variance (Performer's
+            orthogonal random features).
         generator: the ``torch.Generator`` the draws come from (the global one if
             None).
         dtype: the dtype of the stored ``omega``; inputs of another dtype use a cast
@@ -99,11 +112,15 @@ class RandomFeatureMap(nn.Module):
         self.dim, self.num_features, self.orthogonal = dim, num_features, orthogonal
         draw = {"generator": generator, "dtype": torch.float64}
         if orthogonal:
-            blocks = []
-            for _ in range(-(-num_features // dim)):
-                q, _ = torch.linalg.qr(torch.randn(dim, dim, **draw))  # (D, D)
-                blocks.append(q.T)  # rows: D orthonormal directions
-            directions = torch.cat(blocks)[:num_features]  # (m, D)
+            num_blocks = -(-num_features // dim)
+            gaussian = torch.randn(num_blocks, dim, dim, **draw)  # (blocks, D, D)
+            q, r = torch.linalg.qr(gaussian)  # q: (blocks, D, D), orthonormal columns
+            # LAPACK's QR leaves column i of q with a negative coordinate i; flipping
+            # the columns by the signs of r's diagonal makes q uniform (Haar)
+            signs = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))  # (blocks, D)
+            q = q * signs.unsqueeze(-2)  # (blocks, D, D)
+            # rows: D orthonormal directions per block
+            directions = q.transpose(-1, -2).reshape(-1, dim)[:num_features]  # (m, D)
             norms = torch.randn(num_features, dim, **draw).norm(dim=1)  # (m,)
             omega = norms[:, None] * directions
         else:
@@ -184,6 +201,11 @@ def linear_attention(
                 "valid_lens: needs inputs with a batch dimension, (B, ..., T, D); got "
                 f"queries of shape {tuple(queries.shape)}"
             )
+        if isinstance(valid_lens, torch.Tensor) and valid_lens.device != queries.device:
+            raise ValueError(
+                f"valid_lens: expected a tensor on the inputs' device {queries.device}"
+                f", got one on {valid_lens.device}"
+            )
         _check_valid_lens(valid_lens, queries.shape[0], queries.shape[-2])
         if valid_lens.dim() != 1 or (valid_lens > queries.shape[-2]).any():
             raise ValueError(
@@ -218,7 +240,7 @@ def _chunked(phi_q, phi_k, values, chunk_size, normalize, eps):
     Dv = values.shape[-1]
     S = phi_q.new_zeros(*lead, Dv, F_)  # the state of the chunks before
     z = phi_q.new_zeros(*lead, F_)
-    outs = []
+    outs = [values.new_zeros(*lead, 0, Dv)]  # T = 0: an empty output
     for start in range(0, T, chunk_size):
         q = phi_q[..., start : start + chunk_size, :]  # (..., c, F)
         k = phi_k[..., start : start + chunk_size, :]
@@ -260,7 +282,10 @@ class LinearAttentionState:
       ``phi(k)`` the state then returns exactly ``v`` for ``k``: the old value is
       overwritten. The output is ``S phi(q)`` (no normaliser). With a decay gate this is
       Gated DeltaNet (Yang et al., 2025). DeltaNet uses L2-normalised keys: normalise
-      them (or put that in ``feature_map``).
+      them (or put that in ``feature_map``). The write multiplies ``S`` by ``I - beta
+      phi(k) phi(k)^T``, whose eigenvalue along ``phi(k)`` is ``1 - beta
+      |phi(k)|^2``: the state stays bounded only for ``beta |phi(k)|^2 <= 2``, and
+      :meth:`step` warns (``RuntimeWarning``) when a token exceeds that.
 
     Args:
         feature_map: ``phi`` (as in :func:`linear_attention`); None: the inputs as
@@ -510,7 +535,9 @@ def delta_rule(
         feature_map: applied to queries and keys (None: as they are; DeltaNet feeds
             L2-normalised keys).
         initial_state: ``S`` ``(..., Dv, F)`` to start from (not changed).
-        chunk_size: None for the recurrence, or ``C >= 1`` for the chunkwise form.
+        chunk_size: None for the recurrence, or ``C >= 1`` for the chunkwise form
+            (16-bit inputs are computed in float32 there; the outputs and the state
+            come back in the inputs' dtype).
 
     Returns:
         ``(outputs (..., T, Dv), S (..., Dv, F))``, the final state. With ``T = 0``:
@@ -547,6 +574,13 @@ def delta_rule(
 
 def _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size):
     """The chunkwise delta rule (see :func:`delta_rule`): ``(outputs, final S)``."""
+    dtype = phi_k.dtype
+    if dtype in (torch.float16, torch.bfloat16):  # no triangular solve in 16 bits
+        args = (phi_q, phi_k, values, betas, decays, S)
+        out, S = _delta_chunked(
+            *(None if t is None else t.float() for t in args), chunk_size
+        )
+        return out.to(dtype), S.to(dtype)
     *lead, T, F_ = phi_k.shape
     Dv = values.shape[-1]
     C = min(chunk_size, T)
@@ -612,7 +646,16 @@ def linear_state_bytes(
     """Bytes a linear-attention decoding state takes: ``layers * H * (F * Dv + F) *
     batch * bytes_per_element`` -- ``S`` and (with ``normalizer``) ``z`` per head. The
     sibling of :func:`~attention_lib.kv_cache_bytes` and
-    :func:`~attention_lib.mla_cache_bytes`, with no ``seq_len``: it does not grow."""
+    :func:`~attention_lib.mla_cache_bytes`, with no ``seq_len``: it does not grow.
+
+    The default, 2 bytes, counts a 16-bit state like a 16-bit KV cache. In practice
+    the recurrent state is kept in float32 (``bytes_per_element=4``) even when the
+    model runs in 16 bits, for an accurate recurrence: flash-linear-attention's
+    chunked kernels return a float32 final state, transformers' PyTorch path for
+    Qwen3-Next computes in float32 and keeps the state so, and Qwen3.5's configuration
+    asks serving engines for ``mamba_ssm_dtype="float32"``. Against a 16-bit KV cache
+    that doubles the state's bytes, and the context length at which the cache outgrows
+    the state."""
     check_count(
         "linear_state_bytes",
         num_layers=num_layers,
@@ -665,6 +708,11 @@ def _check_linear_inputs(queries, keys, values, form, chunk_size, eps) -> None:
             "queries, keys and values: expected one dtype, got "
             f"{queries.dtype}, {keys.dtype}, {values.dtype}"
         )
+    if not queries.device == keys.device == values.device:
+        raise ValueError(
+            "queries, keys and values: expected one device, got "
+            f"{queries.device}, {keys.device}, {values.device}"
+        )
     if form not in FORMS:
         raise ValueError(f"linear_attention: expected form in {FORMS}, got {form!r}")
     check_size("linear_attention", chunk_size=chunk_size)
@@ -692,6 +740,11 @@ def _per_token(name, value, shape, like, upper):
         raise ValueError(
             f"{name}: expected a number or a tensor broadcastable to {shape}, got "
             f"{type(value).__name__}"
+        )
+    if isinstance(value, torch.Tensor) and value.device != like.device:
+        raise ValueError(
+            f"{name}: expected a number or a tensor on the inputs' device "
+            f"{like.device}, got a tensor on {value.device}"
         )
     tensor = torch.as_tensor(value, dtype=like.dtype, device=like.device)
     try:

@@ -15,6 +15,7 @@ Oracles the course does not write:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import math
@@ -259,6 +260,40 @@ def test_random_features_are_unbiased_and_converge_as_one_over_sqrt_m():
     # 16x the features: the error shrinks about 4x (1/sqrt(m)); with 40 draws the ratio
     # ranged 2.7-5.0 over seeds 0-7 of this test
     assert 2.5 < rmse[64] / rmse[1024] < 6.0
+
+
+@pytest.mark.parametrize("orthogonal", [False, True])
+def test_random_features_are_unbiased_for_every_pair(orthogonal):
+    """E[phi(q) . phi(k)] = exp(q . k) for each pair, iid or orthogonal rows. With
+    m = 4 * 4000 rows in blocks of D = 4 (independent blocks: orthogonal rows are
+    dependent within one), the mean over the blocks is within 5 standard errors of
+    exp(q . k) (orthogonal, 100 seeds: z-scores of mean -0.07 to 0.00 per pair, s.d.
+    1.0, largest 3.6). With QR's signs left as LAPACK returns them (row i of every
+    block has a negative coordinate i), q = k = [0.5, 0, 0, 0] gave 1.08 +- 0.01
+    instead of exp(0.25) = 1.284, and q . k = 0 gave 0.82 +- 0.005 instead of 1."""
+    D, blocks = 4, 4000
+    q = torch.tensor(
+        [[0.5, 0, 0, 0], [0.5, 0, 0, 0], [0, 0, 0, 0.6], [0.3, -0.4, 0.2, 0.1]],
+        dtype=torch.float64,
+    )
+    k = torch.tensor(
+        [[0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 0.3, 0.3], [-0.2, 0.1, 0.5, 0.3]],
+        dtype=torch.float64,
+    )
+    features = al.RandomFeatureMap(
+        D,
+        D * blocks,
+        orthogonal=orthogonal,
+        generator=torch.Generator().manual_seed(22),
+        dtype=torch.float64,
+    )
+    terms = features(q) * features(k) * features.num_features  # (pairs, m)
+    per_block = terms.reshape(len(q), blocks, D).mean(-1)  # (pairs, blocks)
+    mean = per_block.mean(-1)
+    se = per_block.std(-1) / math.sqrt(blocks)
+    exact = torch.exp((q * k).sum(-1))
+    assert ((mean - exact).abs() <= 5 * se).all(), (mean, se, exact)
+    assert (se < 0.02 * exact).all()  # the test can see a bias of a few percent
 
 
 def test_orthogonal_features_have_orthogonal_rows_in_each_block():
@@ -556,6 +591,192 @@ def test_capacity_of_the_additive_state():
         errors[N] = (recalled - values).norm() / values.norm()
     assert errors[8] < 1e-12 and errors[16] < 1e-12
     assert errors[64] > 0.5
+
+
+# -- stability of the delta rule -------------------------------------------------------
+
+
+def test_delta_rule_warns_when_a_write_expands_the_state():
+    """|k|^2 ~ 8 with beta = 1: the eigenvalue 1 - beta |k|^2 ~ -7 along each key, and
+    the state runs to ~1e60 in 200 tokens; every entry point says so."""
+    q, k, v = qkv(1, T=200, D=8, Dv=4, seed=20)
+    for chunk_size in (None, 16):
+        with pytest.warns(RuntimeWarning, match=r"beta \* \|phi\(k\)\|\^2 reaches"):
+            _, S = al.delta_rule(q, k, v, 1.0, chunk_size=chunk_size)
+        assert S.abs().max() > 1e30  # what the warning is about
+    state = al.LinearAttentionState(None, rule="delta")
+    with pytest.warns(RuntimeWarning, match="L2-normalised keys"):
+        state.step(q[:, :3], k[:, :3], v[:, :3], beta=1.0)
+    # one key too long is enough, also behind a feature map and a per-token beta
+    k_unit = F.normalize(k, dim=-1)
+    k_unit[0, 7] *= 1.5  # beta |k|^2 = 2 * 2.25
+    with pytest.warns(RuntimeWarning, match="4.5"):
+        al.delta_rule(q, k_unit, v, 2.0, chunk_size=8)
+    with pytest.warns(RuntimeWarning):
+        al.delta_rule(q, k / 2, v, torch.full((1, 200), 0.5), feature_map=torch.exp)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16]
+)
+def test_delta_rule_is_silent_for_unit_keys_and_beta_up_to_two(dtype):
+    """beta |k|^2 = 2 exactly (unit keys, beta = 2: the eigenvalue -1) is stable; the
+    keys' rounding in the dtype must not make it warn."""
+    q, k, v = qkv(2, 3, T=50, D=16, Dv=4, seed=21, dtype=dtype)
+    k = F.normalize(k.double(), dim=-1).to(dtype)
+    beta = 2 * torch.rand(2, 3, 50, generator=torch.Generator().manual_seed(21))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for b in (2.0, beta.to(dtype), 0.0):
+            for chunk_size in (None, 8):
+                al.delta_rule(q, k, v, b, decay=0.9, chunk_size=chunk_size)
+            al.LinearAttentionState(None, rule="delta").step(q, k, v, beta=b)
+
+
+# -- empty sequences, failed calls, 16-bit features, devices -------------------------
+
+
+def test_empty_sequences_give_empty_outputs_and_keep_the_state():
+    """T = 0, like SDPA: an empty output of shape (..., 0, Dv); the state is the one
+    the call started from (no error from inside torch)."""
+    q, k, v = qkv(2, 3, T=0)
+    for form in al.linear.FORMS:
+        for lens in (None, torch.zeros(2, dtype=torch.long)):
+            out = al.linear_attention(q, k, v, form=form, chunk_size=4, valid_lens=lens)
+            assert out.shape == (2, 3, 0, 4) and out.dtype == v.dtype
+    S0 = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    for chunk_size in (None, 4):
+        out, S = al.delta_rule(q, k, v, 0.5, decay=0.9, chunk_size=chunk_size)
+        assert out.shape == (2, 3, 0, 4) and torch.equal(S, torch.zeros(2, 3, 4, 5))
+        out, S = al.delta_rule(q, k, v, 0.5, initial_state=S0, chunk_size=chunk_size)
+        assert out.shape == (2, 3, 0, 4) and torch.equal(S, S0) and S is not S0
+    for rule, beta in (("additive", None), ("delta", 0.5)):
+        state = al.LinearAttentionState(rule=rule)
+        assert state.step(q, k, v, beta=beta).shape == (2, 3, 0, 4)
+        assert state.S is None and state.z is None and len(state) == 0
+
+
+@pytest.mark.parametrize("rule", al.linear.RULES)
+def test_a_call_that_raises_changes_no_state(rule):
+    """Fresh (S None) or used, the state after any refused call -- bad shapes, beta,
+    decay, dtype, device -- is exactly what it was."""
+    q, k, v = qkv(2, 3, T=4)
+    k = F.normalize(k, dim=-1)
+    beta = 0.5 if rule == "delta" else None
+    bad_calls = [
+        lambda s: s.step(q, k, v[..., :3, :], beta=beta),  # T of values
+        lambda s: s.step(q, k[..., :4], v, beta=beta),  # D of keys
+        lambda s: s.step(q, k, v, beta=beta, decay=-0.1),
+        lambda s: s.step(q, k, v, beta=beta, decay=torch.ones(7)),
+        lambda s: s.step(q, k, v.float(), beta=beta),  # two dtypes
+        lambda s: s.step(q, k, v.to("meta"), beta=beta),  # two devices
+        lambda s: s.step(q, k, v, beta=0.5 if beta is None else None),
+        lambda s: s.step(q, k, v, beta=3.0),
+    ]
+    if rule == "delta":
+        bad_calls.append(lambda s: s.step(q, k, v, beta=torch.full((2, 3, 4), -1.0)))
+    for used in (False, True):
+        state = al.LinearAttentionState(None, rule=rule)
+        if used:
+            state.step(q, k, v, beta=beta)
+            # inputs of another dtype, or on another device, than the state's
+            bad_calls.append(
+                lambda s: s.step(q.float(), k.float(), v.float(), beta=beta)
+            )
+            meta = [t.to("meta") for t in (q, k, v)]
+            bad_calls.append(lambda s: s.step(*meta, beta=beta))
+        before = [None if t is None else t.clone() for t in (state.S, state.z)]
+        n = len(state)
+        for call in bad_calls:
+            with pytest.raises(ValueError):
+                call(state)
+            for now, then in zip((state.S, state.z), before):
+                assert (now is None) == (then is None)
+                assert now is None or torch.equal(now, then)
+            assert len(state) == n
+    # the call that used to change a fresh state: T = 0 raised from torch.stack after
+    # S had been set to zeros; now it returns an empty output and touches nothing
+    state = al.LinearAttentionState(None, rule=rule)
+    with contextlib.suppress(Exception):
+        state.step(q[..., :0, :], k[..., :0, :], v[..., :0, :], beta=beta)
+    assert state.S is None and state.z is None and len(state) == 0
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64]
+)
+def test_elu_features_are_positive_in_every_dtype(dtype):
+    """elu(x) + 1 = exp(x) for x <= 0: in 16-bit (and, further out, 32-bit) formats
+    elu(x) + 1 rounds to exactly 0, and a query made of such features reads nothing."""
+    x = torch.tensor([-20.0, -200.0, -1e4, -3.0, 0.0, 2.5], dtype=dtype)
+    phi = al.elu_feature_map(x)
+    assert phi.dtype == dtype and (phi > 0).all()
+    exact = torch.exp(x.double().clamp(max=0)) + x.double().clamp(min=0)
+    # where exp(x) is a normal number of the dtype, the feature is exp(x) rounded
+    normal = exact >= torch.finfo(dtype).tiny
+    assert torch.allclose(
+        phi.double()[normal], exact[normal], rtol=torch.finfo(dtype).eps, atol=0
+    )
+    # a query far in the negative still reads a weighted average of the values
+    q = torch.full((1, 3, 4), -20.0, dtype=dtype)
+    k, v = torch.randn(1, 3, 4).to(dtype), torch.randn(1, 3, 2).to(dtype)
+    assert al.linear_attention(q, k, v).isfinite().all()
+    assert (al.linear_attention(q, k, v).abs().sum(-1) > 0).all()
+
+
+def test_elu_features_are_elu_plus_one_with_its_gradient():
+    x = torch.linspace(-30, 5, 351, dtype=torch.float64).requires_grad_()
+    phi = al.elu_feature_map(x)
+    assert (phi - (F.elu(x) + 1)).abs().max() <= 1e-15
+    (grad,) = torch.autograd.grad(phi.sum(), x)
+    (expected,) = torch.autograd.grad((F.elu(x) + 1).sum(), x)
+    assert (grad - expected).abs().max() <= 1e-15
+
+
+def test_inputs_on_two_devices_are_refused_with_a_clear_message():
+    """A tensor on another device ('meta' stands for a GPU) gets the library's
+    ValueError naming both devices, not torch's RuntimeError from inside a matmul."""
+    q, k, v = qkv(2, 3, T=6)
+    k = F.normalize(k, dim=-1)
+    meta = v.to("meta")
+    for form in al.linear.FORMS:
+        with pytest.raises(ValueError, match="device.*cpu.*meta"):
+            al.linear_attention(q, k, meta, form=form)
+        with pytest.raises(ValueError, match="valid_lens.*device"):
+            al.linear_attention(
+                q, k, v, form=form, valid_lens=torch.tensor([6, 2]).to("meta")
+            )
+    for chunk_size in (None, 4):
+        with pytest.raises(ValueError, match="device.*cpu.*meta"):
+            al.delta_rule(q, k, meta, 0.5, chunk_size=chunk_size)
+        with pytest.raises(ValueError, match="beta.*device"):
+            al.delta_rule(
+                q,
+                k,
+                v,
+                torch.full((2, 3, 6), 0.5, device="meta"),
+                chunk_size=chunk_size,
+            )
+        with pytest.raises(ValueError, match="decay.*device"):
+            al.delta_rule(
+                q,
+                k,
+                v,
+                0.5,
+                decay=torch.ones(2, 3, 6, device="meta"),
+                chunk_size=chunk_size,
+            )
+        with pytest.raises(ValueError, match="initial_state.*meta"):
+            al.delta_rule(
+                q,
+                k,
+                v,
+                0.5,
+                initial_state=torch.zeros(2, 3, 4, 5, device="meta"),
+                chunk_size=chunk_size,
+            )
+    with pytest.raises(ValueError, match="device.*cpu.*meta"):
+        al.LinearAttentionState().step(q, k, meta)
 
 
 # -- bytes and bad input --------------------------------------------------------------
