@@ -1,10 +1,14 @@
 """tools/portability.py (``make portability``): how it reads pytest's results, orders the
-chapters, and that the CPU burners it starts are always stopped. The matrix itself is
+chapters, and that the neighbours it starts on a busy machine are what they say (memory
+heavy PyTorch programs, bounded in time) and are always stopped. The matrix itself is
 run by ``make portability`` (about 25 minutes), not here."""
 
 import importlib.util
 import os
+import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,26 +63,70 @@ def test_each_configuration_changes_what_it_says_and_native_is_clean(monkeypatch
     names = [c[0] for c in portability.CONFIGS]
     assert names == ["native", "default", "avx2", "mkl-avx2", "2-threads", "busy"]
     assert [c[2] for c in portability.CONFIGS].count(True) == 1  # one busy run
+    # the busy run is the harshest for a timing assert: generic kernels, neighbours
+    busy = {c[0]: c[1] for c in portability.CONFIGS}["busy"]
+    assert busy == {"ATEN_CPU_CAPABILITY": "default"}
+
+
+def test_every_long_chapter_of_make_test_is_run_first():
+    conftest = (ROOT / "tests" / "conftest.py").read_text()
+    listed = conftest[conftest.index("LONGEST_FIRST = [") :].split("]")[0]
+    long_chapters = re.findall(r'"chapters/(\d\d_)', listed)
+    assert long_chapters and set(long_chapters) <= set(portability.LONG_FIRST)
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux only")
-def test_the_burners_stop_even_when_the_run_fails(tmp_path, monkeypatch):
-    # a run whose "pytest" fails at once; the burners must be gone afterwards
+def test_the_neighbours_stop_even_when_the_run_fails(tmp_path, monkeypatch):
+    # a run whose "pytest" fails at once; the neighbours must be gone afterwards
     monkeypatch.setattr(portability, "PYTEST", [sys.executable, "-c", "exit(3)"])
     started = []
-    real_start = portability.start_burners
+    real_start = portability.start_neighbours
 
-    def start(count):
-        real_start(count)
-        started.extend(portability._burners)
+    def start(count, seconds):
+        assert count == len(os.sched_getaffinity(0)) and seconds > 60  # one per core
+        real_start(count, seconds)
+        started.extend(portability._neighbours)
 
-    monkeypatch.setattr(portability, "start_burners", start)
+    monkeypatch.setattr(portability, "start_neighbours", start)
     results, _, code, _ = portability.run_config(
         "busy", {}, True, False, ["chapters/no_such_chapter.ipynb"], 1, 60, tmp_path
     )
     assert code == 3 and results == {"no_such_chapter.ipynb": "FAIL"}
     assert started and all(p.poll() is not None for p in started)
-    assert portability._burners == []
+    assert portability._neighbours == []
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux only")
+def test_a_neighbour_is_a_memory_heavy_pytorch_program_that_stops_by_itself():
+    # not a CPU burner: it holds tensors far larger than a processor's caches, runs
+    # PyTorch operations on them, and exits after its time even if nobody kills it
+    proc = subprocess.Popen([sys.executable, "-c", portability.NEIGHBOUR, "8"])
+    try:
+        largest, cpu = 0.0, 0.0
+        deadline = time.monotonic() + 90
+        while proc.poll() is None and time.monotonic() < deadline:
+            largest = max(largest, _rss_mib(proc.pid))
+            fields = (
+                Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            )
+            cpu = max(
+                cpu, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            )
+            time.sleep(0.2)
+        assert proc.wait(timeout=60) == 0  # it stopped by itself
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert largest > 150, largest  # MiB resident: a 64 MiB score matrix and more
+    assert cpu > 1, cpu  # seconds of CPU: it computed, not only waited
 
 
 MISMATCH = (
