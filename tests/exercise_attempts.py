@@ -1277,3 +1277,14 @@ def b2_online_transposed_keys(q, keys, values, block_size):
         total = total * math.exp(m - m_new) + float(p.sum())
         m = m_new
     return acc / total
+
+
+@attempt("11.1", right=True)
+def b2_rope_float64_angles(x, positions):  # float64 out for float32 in: more precise
+    d = x.shape[-1]
+    omega = 10000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angle = positions[:, None] * omega
+    a, b = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat(
+        [a * angle.cos() - b * angle.sin(), b * angle.cos() + a * angle.sin()], -1
+    )
