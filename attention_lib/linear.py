@@ -561,19 +561,18 @@ def delta_rule(
     )
     *lead, T, F_ = phi_k.shape
     Dv = values.shape[-1]
+    if chunk_size is not None and T > 0:
+        return _delta_chunked(phi_q, phi_k, values, betas, decays, state.S, chunk_size)
     S = phi_k.new_zeros(*lead, Dv, F_) if state.S is None else state.S
     if T == 0:
         return values.new_zeros(*lead, 0, Dv), S
-    if chunk_size is None:
-        out, S, _ = _recurrence(
-            phi_q, phi_k, values, S, None, "delta", betas, decays, 0.0
-        )
-        return out, S
-    return _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size)
+    out, S, _ = _recurrence(phi_q, phi_k, values, S, None, "delta", betas, decays, 0.0)
+    return out, S
 
 
 def _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size):
-    """The chunkwise delta rule (see :func:`delta_rule`): ``(outputs, final S)``."""
+    """The chunkwise delta rule (see :func:`delta_rule`) from ``S`` (None: zeros):
+    ``(outputs, final S)``."""
     dtype = phi_k.dtype
     if dtype in (torch.float16, torch.bfloat16):  # no triangular solve in 16 bits
         args = (phi_q, phi_k, values, betas, decays, S)
@@ -592,8 +591,6 @@ def _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size):
     k = k.reshape(*lead, N, C, F_)  # (..., N, C, F)
     v = v.reshape(*lead, N, C, Dv)  # (..., N, C, Dv)
     b = F.pad(betas, (0, pad)).reshape(*lead, N, C, 1)  # (..., N, C, 1)
-    ones = torch.ones(C, C, dtype=torch.bool, device=k.device)
-    strictly_lower, causal = ones.tril(-1), ones.tril()  # (C, C): j < i, j <= i
     KK = k @ k.transpose(-1, -2)  # (..., N, C, C)
     QK = q @ k.transpose(-1, -2)  # (..., N, C, C)
     if decays is None:
@@ -603,30 +600,34 @@ def _delta_chunked(phi_q, phi_k, values, betas, decays, S, chunk_size):
         a = F.pad(decays, (0, pad), value=1.0).reshape(*lead, N, C)  # (..., N, C)
         # Gamma[i, j] = a_{j+1} ... a_i (j <= i), the decay from token j to token i,
         # as a cumulative product down the columns of [a_l if l > j else 1]
-        Gamma = torch.where(strictly_lower, a.unsqueeze(-1), 1.0).cumprod(-2)
+        later = torch.ones(C, C, dtype=torch.bool, device=k.device).tril(-1)  # l > j
+        Gamma = torch.where(later, a.unsqueeze(-1), 1.0).cumprod(-2)  # (.., N, C, C)
         gamma = a.cumprod(-1).unsqueeze(-1)  # (..., N, C, 1): a_1 ... a_i, from start
         tail = Gamma[..., -1, :].unsqueeze(-1)  # (..., N, C, 1): a_{i+1} ... a_C
         KK, QK = KK * Gamma, QK * Gamma
         k_written = b * gamma * k  # (..., N, C, F): diag(beta gamma) K
-    # (I + strictly_lower(diag(beta) K K^T)) X = [diag(beta) K | diag(beta) V],
-    # solved by forward substitution: X = [W | U]
-    I_plus_A = torch.where(strictly_lower, b * KK, 0.0) + torch.eye(
-        C, dtype=k.dtype, device=k.device
-    )  # (..., N, C, C), unit lower triangular
+    # (I + A) [W | U] = [diag(beta) K | diag(beta) V] with A = strictly_lower(diag(beta)
+    # K K^T): one forward substitution (the solve takes I + A's unit diagonal as given)
+    A = (b * KK).tril(-1)  # (..., N, C, C)
     WU = torch.linalg.solve_triangular(
-        I_plus_A, torch.cat([k_written, b * v], dim=-1), upper=False
+        A, torch.cat([k_written, b * v], dim=-1), upper=False, unitriangular=True
     )  # (..., N, C, F + Dv)
     W, U = WU.split([F_, Dv], dim=-1)  # (..., N, C, F), (..., N, C, Dv)
-    QK = torch.where(causal, QK, 0.0)  # (..., N, C, C): query i reads keys j <= i
+    QK = QK.tril()  # (..., N, C, C): query i reads keys j <= i
     outs = []
     for n in range(N):
+        q_n, k_n, QK_n = q[..., n, :, :], k[..., n, :, :], QK[..., n, :, :]
+        if gamma is not None:
+            q_n = gamma[..., n, :, :] * q_n  # the carried state, decayed to token i
+            k_n = tail[..., n, :, :] * k_n  # write j, decayed to the chunk's end
+        if S is None:  # nothing carried (zeros): skip the products with zeros
+            new_v = U[..., n, :, :]  # (..., C, Dv)
+            outs.append(QK_n @ new_v)  # (..., C, Dv)
+            S = new_v.transpose(-1, -2) @ k_n  # (..., Dv, F)
+            continue
         # the values the chunk writes, once the carried state has been read out
         new_v = U[..., n, :, :] - W[..., n, :, :] @ S.transpose(-1, -2)  # (..., C, Dv)
-        q_n = (
-            q[..., n, :, :] if gamma is None else gamma[..., n, :, :] * q[..., n, :, :]
-        )
-        outs.append(q_n @ S.transpose(-1, -2) + QK[..., n, :, :] @ new_v)  # (.., C, Dv)
-        k_n = k[..., n, :, :] if tail is None else tail[..., n, :, :] * k[..., n, :, :]
+        outs.append(q_n @ S.transpose(-1, -2) + QK_n @ new_v)  # (..., C, Dv)
         if gamma is not None:
             S = gamma[..., n, -1:, :] * S  # (..., 1, 1) * (..., Dv, F)
         S = S + new_v.transpose(-1, -2) @ k_n  # (..., Dv, F)
