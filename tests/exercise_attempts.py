@@ -96,7 +96,8 @@ def nw_softmax(x_train, y_train, x_query, bandwidth):
     return torch.softmax(-0.5 * (d / bandwidth) ** 2, dim=1) @ y_train
 
 
-@attempt("2.1", right=True)
+# exp underflows for a far query: 0 / 0 (the task asks for weights summing to 1)
+@attempt("2.1", "kernel-underflows")
 def nw_loop(x_train, y_train, x_query, bandwidth):
     out = []
     for xq in x_query:
@@ -899,10 +900,11 @@ def b2_pooling_exp_loop(queries, keys, values):
     return out
 
 
-@attempt("2.1", right=True)
+# right up to the constant, but 0 / 0 for a far query (exp underflows)
+@attempt("2.1", "kernel-underflows")
 def b2_nw_gaussian_constant(x_train, y_train, x_query, bandwidth):
     u = (x_query[:, None] - x_train) / bandwidth
-    w = torch.exp(-(u**2) / 2) / math.sqrt(2 * math.pi)  # constant cancels: right
+    w = torch.exp(-(u**2) / 2) / math.sqrt(2 * math.pi)  # the constant cancels
     return (w * y_train).sum(1) / w.sum(1)
 
 

@@ -513,10 +513,27 @@ def diagnose(spec: Exercise, outcomes: Sequence) -> Mistake | None:
     and raises where the learner's code raised; float32 cases may disagree (near the
     float limits two ways of writing one mistake round differently), float64 ones may
     not. Among several, the one that is wrong on the fewest cases the learner got
-    right."""
+    right. Code that raises on some cases (two at least) and is wrong on fewer than
+    two is matched strictly: the mistake raises on exactly those cases, gives the
+    learner's results where they are wrong, and is right where the learner is right."""
     wrong = [o for o in outcomes if o.kind == "wrong"]
     raised = [o for o in outcomes if o.kind == "error"]
     if len(wrong) < 2:
+        if len(raised) < 2:
+            return None
+        right = [o for o in outcomes if o.kind == "right"]
+        for mistake in spec.mistakes:
+            if (
+                all(mutant_result(spec, mistake, o.draw) is _FAILED for o in raised)
+                and all(
+                    same(o.got, mutant_result(spec, mistake, o.draw)) for o in wrong
+                )
+                and all(
+                    same(o.draw.expected, mutant_result(spec, mistake, o.draw))
+                    for o in right
+                )
+            ):
+                return mistake
         return None
     candidates = []
     for mistake in spec.mistakes:

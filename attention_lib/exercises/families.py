@@ -141,6 +141,19 @@ MASK = (
         {"empty": "nan"},
     ),
     (
+        "lengths-tiled",
+        "the (B,) lengths were expanded to the queries with repeat (l0, l1, l0, l1, "
+        "...), so a query gets another example's length: example b's queries all "
+        "take valid_lens[b] (valid_lens[:, None], or repeat_interleave)",
+        {"keep": "tiled"},
+    ),
+    (
+        "masks-queries",
+        "the lengths mask the queries (whole rows) instead of the keys: valid_len "
+        "counts the keys each query may see, along the last axis (K)",
+        {"keep": "queries"},
+    ),
+    (
         "d2l-uniform",
         "a fully masked row gets uniform weights over the padding (a large negative "
         "fill such as d2l's -1e6 does this): such a row must get all-zero weights",
@@ -206,6 +219,19 @@ HEADS = (
         {"share": "repeat"},
     ),
     (
+        "group-index-divisor",
+        "query head h reads key/value head h // Hkv; it is h // g, g = H / Hkv the "
+        "number of query heads per key/value head (the two agree only when g = Hkv)",
+        {"share": "divisor"},
+    ),
+    (
+        "expand-one-head",
+        "the key/value heads are expanded to H heads (expand): that works only for "
+        "one key/value head (MQA); with Hkv > 1 each is repeated g = H / Hkv times, "
+        "repeat_interleave(g, dim=1)",
+        {"share": "expand"},
+    ),
+    (
         "shared-query",
         "the query heads of a group were averaged into one query: each query head "
         "keeps its own query, only the keys and values are shared",
@@ -259,6 +285,13 @@ ONLINE = (
         {"m0": 0.0},
     ),
     (
+        "per-block-max",
+        "each block subtracts its own maximum and the blocks are added as they are: "
+        "keep one running maximum and bring the old sum and output to it, times "
+        "exp(m_old - m_new)",
+        {"per_block": True},
+    ),
+    (
         "no-running-max",
         "the scores are exponentiated without subtracting the running maximum: exp "
         "overflows for large scores (inf / inf = NaN)",
@@ -295,6 +328,20 @@ MERGE = (
         {"weights": "naive"},
     ),
     (
+        "not-divided-by-total",
+        "the outputs are weighted by exp(lse_c - max(lse1, lse2)) but not divided by "
+        "the weights' total: divide by exp(lse1 - m) + exp(lse2 - m), or subtract the "
+        "merged lse (torch.logaddexp) instead of the maximum",
+        {"weights": "max"},
+    ),
+    (
+        "weights-not-unsqueezed",
+        "the (Q,) weights multiply the (Q, Dv) outputs as they are: broadcasting "
+        "lines them up with the last axis (Dv), not with the queries; give them an "
+        "axis, w[:, None]",
+        {"weights": "flat"},
+    ),
+    (
         "weights-swapped",
         "each output is weighted by the other chunk's share: out1 goes with exp(lse1 "
         "- lse), out2 with exp(lse2 - lse)",
@@ -311,6 +358,13 @@ MERGE = (
         "the merged log-sum-exp is lse1 + lse2; it is log(exp(lse1) + exp(lse2)) "
         "(torch.logaddexp): the sums add, not their logarithms",
         {"lse": "sum"},
+    ),
+    (
+        "lse-sum-in-weights",
+        "lse1 + lse2 is taken as the merged log-sum-exp, for the weights too: the "
+        "sums add, not their logarithms, so lse = log(exp(lse1) + exp(lse2)) "
+        "(torch.logaddexp), and each output is weighted by exp(lse_c - lse)",
+        {"weights": "sum", "lse": "sum"},
     ),
     (
         "plain-average-and-lse-max",
@@ -346,6 +400,13 @@ ROPE = (
         {"mixed": True},
     ),
     (
+        "pairs-of-the-other-layout",
+        "the pairs are read in one layout and written back in the other: write each "
+        "rotated pair back to the two places it was read from (rotate-half: x[r] and "
+        "x[r + d/2]; interleaved: x[2r] and x[2r + 1])",
+        {"pairs": "other"},
+    ),
+    (
         "wrong-direction",
         "the rotation goes the wrong way: pair (a, b) becomes (a cos - b sin, b cos + "
         "a sin), a turn by +angle",
@@ -355,6 +416,12 @@ ROPE = (
         "frequency-exponent",
         "the frequencies are base**(-r/d); they are base**(-2r/d), r = 0 .. d/2 - 1",
         {"exponent": 1.0},
+    ),
+    (
+        "frequency-exponent-doubled",
+        "the frequencies are base**(-4r/d) (arange(0, d, 2) divided by d/2); they "
+        "are base**(-2r/d): arange(0, d, 2) / d",
+        {"exponent": 4.0},
     ),
     (
         "positions-from-one",
@@ -392,6 +459,20 @@ RECURRENCE = (
         "t must read the state after token t (a causal read)",
         {"read_last": True},
     ),
+    (
+        "outer-product-transposed",
+        "an outer product is transposed: the state S is (..., Dv, D), a token writes "
+        "value times key^T (v phi(k)^T, or (v - S k) k^T), and S phi(q) reads it; "
+        "k v^T is (D, Dv)",
+        {"outer": "transposed"},
+    ),
+    (
+        "only-three-axes",
+        "the inputs are unpacked as (B, T, D): they may have any number of leading "
+        "axes, (T, D), (B, T, D) or (B, H, T, D); index from the end (*lead, T, D = "
+        "queries.shape, x[..., t, :])",
+        {"three_axes": True},
+    ),
 )
 
 LINEAR = (
@@ -418,6 +499,18 @@ LINEAR = (
         "the feature map is relu(x); this exercise's is phi(x) = elu(x) + 1 (relu "
         "gives zero weights, and a zero normaliser)",
         {"phi": "relu"},
+    ),
+    (
+        "no-feature-map-on-queries",
+        "the feature map is applied to the keys but not to the queries: the read is "
+        "phi(q_t), in the numerator and in the normaliser",
+        {"query_map": "identity"},
+    ),
+    (
+        "normaliser-raw-query",
+        "the normaliser uses the raw query: it is z_t . phi(q_t), with the same "
+        "phi(q_t) as the numerator",
+        {"den_raw": True},
     ),
     (
         "normaliser-late",
@@ -457,6 +550,12 @@ DELTA = (
         "what S holds for k (S k) is read before the decay: decay first, then read S k "
         "from the decayed state and write beta (v - S k) k^T",
         {"decay_kind": "read-before"},
+    ),
+    (
+        "decay-complement",
+        "the state is multiplied by 1 - decay: decay is the share of the state kept "
+        "(S <- decay * S), not the share forgotten",
+        {"decay_kind": "complement"},
     ),
     (
         "decay-ignored",
@@ -536,8 +635,17 @@ def scale_factor(kind: str, d: int, dv: int | None = None, heads: int = 1) -> fl
     }[kind]
 
 
-def length_mask(valid_lens: torch.Tensor, K: int, keep: str = "right") -> torch.Tensor:
-    """``(B, Q|1, K)`` True = keep, from ``valid_lens (B,)`` or ``(B, Q)``."""
+def length_mask(
+    valid_lens: torch.Tensor, K: int, keep: str = "right", Q: int = 1
+) -> torch.Tensor:
+    """``(B, Q|1, K)`` True = keep, from ``valid_lens (B,)`` or ``(B, Q)`` (``Q``: the
+    number of queries, for the mistakes that need it)."""
+    if keep == "queries":  # the rows of the queries past the length are dropped
+        lens = valid_lens if valid_lens.dim() == 1 else valid_lens.amax(-1)
+        rows = torch.arange(Q)[None, :] < lens[:, None]  # (B, Q)
+        return rows[:, :, None].expand(-1, -1, K)
+    if keep == "tiled" and valid_lens.dim() == 1:
+        valid_lens = valid_lens.repeat(Q).reshape(valid_lens.shape[0], Q)
     lens = valid_lens if valid_lens.dim() == 2 else valid_lens[:, None]
     if keep == "first":
         lens = lens[:1].expand_as(lens)
@@ -581,6 +689,7 @@ def online(
     m0=-math.inf,
     naive=False,
     drop_last=False,
+    per_block=False,
 ):
     """The online softmax of one query over blocks of keys, a mistake switched on."""
     f = scale_factor(scale, q.shape[-1])
@@ -594,6 +703,8 @@ def online(
     for start in range(0, stop, block):
         scores = keys[start : start + block] @ q * f
         m_new = torch.maximum(m, scores.max())
+        if per_block:
+            m_new, m = scores.max(), scores.max()
         alpha = torch.exp(m_new - m) if inverted else torch.exp(m - m_new)
         p = torch.exp(scores - m_new)
         s = (alpha if rescale_sum else 1.0) * s + p.sum()
@@ -613,6 +724,16 @@ def merge(o1, l1, o2, l2, *, weights="share", lse="logaddexp", empty="zero"):
     elif weights == "naive":
         e1, e2 = torch.exp(l1)[:, None], torch.exp(l2)[:, None]
         out = (e1 * o1 + e2 * o2) / (e1 + e2)
+    elif weights == "max":
+        m = torch.maximum(l1, l2)
+        a1, a2 = torch.exp(l1 - m), torch.exp(l2 - m)
+        out = a1[:, None] * o1 + a2[:, None] * o2
+        return out, m + torch.log(a1 + a2)
+    elif weights == "flat":
+        out = torch.exp(l1 - safe) * o1 + torch.exp(l2 - safe) * o2
+    elif weights == "sum":
+        s = l1 + l2
+        out = torch.exp(l1 - s)[:, None] * o1 + torch.exp(l2 - s)[:, None] * o2
     elif weights == "swapped":
         out = torch.exp(l2 - safe)[:, None] * o1 + torch.exp(l1 - safe)[:, None] * o2
     else:
@@ -638,6 +759,7 @@ def rope(
     sign=1.0,
     exponent=2.0,
     positions_kind: str = "given",
+    pairs: str = "same",
 ):
     """RoPE of ``x (..., T, d)`` at ``positions (T,)`` in ``layout`` (``"half"`` or
     ``"interleaved"``), with a mistake switched on: ``other`` both layouts swapped,
@@ -653,6 +775,16 @@ def rope(
         positions = positions[0] + torch.arange(x.shape[-2])
     inv_freq = 10000.0 ** (-exponent * torch.arange(d // 2, dtype=torch.float64) / d)
     angles = positions.double()[:, None] * inv_freq[None, :] * sign  # (T, d/2)
+    if pairs == "other":  # pair r read in the other layout, written in this one
+        c, s_ = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        if layout == "half":
+            a, b = x[..., 0::2], x[..., 1::2]
+        else:
+            a, b = x[..., : d // 2], x[..., d // 2 :]
+        ra, rb = a * c - b * s_, b * c + a * s_
+        if layout == "half":
+            return torch.cat([ra, rb], dim=-1)
+        return torch.stack([ra, rb], dim=-1).flatten(-2)
     angle_layout = (
         layout if not mixed else ("interleaved" if layout == "half" else "half")
     )
@@ -680,21 +812,33 @@ def linear_scan(
     read_first=False,
     read_last=False,
     z_late=False,
+    query_map=None,
+    den_raw=False,
+    outer="right",
+    three_axes=False,
 ):
     """Causal linear attention one token at a time, with a mistake switched on."""
+    if three_axes and q.dim() != 3:
+        raise ValueError("expected (B, T, D)")
     maps = {
         "elu+1": lambda x: F.elu(x) + 1,
         "identity": lambda x: x,
         "elu": F.elu,
         "relu": F.relu,
     }
-    phi_q, phi_k = maps[phi](q), maps[phi](k)
+    q_raw = q
+    phi_q, phi_k = maps[query_map or phi](q), maps[phi](k)
     S = q.new_zeros(*q.shape[:-2], v.shape[-1], k.shape[-1])
+    if outer == "transposed":  # phi(k) v^T, (D, Dv), later read as S phi(q)
+        S = S.transpose(-1, -2)
     z = q.new_zeros(*q.shape[:-2], k.shape[-1])
     states = []
     for t in range(q.shape[-2]):
         before = (S, z)
-        S = S + v[..., t, :, None] * phi_k[..., t, None, :]
+        if outer == "transposed":
+            S = S + phi_k[..., t, :, None] * v[..., t, None, :]
+        else:
+            S = S + v[..., t, :, None] * phi_k[..., t, None, :]
         if not z_late:
             z = z + phi_k[..., t, :]
         states.append(before if read_first else (S, z))
@@ -705,7 +849,8 @@ def linear_scan(
         if read_last:
             S_t, z_t = S, z
         out = (S_t @ phi_q[..., t, :, None])[..., 0]
-        den = (z_t * phi_q[..., t, :]).sum(-1, keepdim=True)
+        read = q_raw if den_raw else phi_q
+        den = (z_t * read[..., t, :]).sum(-1, keepdim=True)
         outs.append(out / den if normalise else out)
     return torch.stack(outs, -2)
 
@@ -722,8 +867,12 @@ def delta_scan(
     read_first=False,
     read_last=False,
     transposed=False,
+    outer="right",
+    three_axes=False,
 ):
     """The gated delta rule one token at a time, with a mistake switched on."""
+    if three_axes and q.dim() != 3:
+        raise ValueError("expected (B, T, D)")
     S = q.new_zeros(*q.shape[:-2], v.shape[-1], k.shape[-1])
     outs = []
     for t in range(q.shape[-2]):
@@ -733,6 +882,8 @@ def delta_scan(
         old = (S @ kt[..., None])[..., 0]  # read before the decay (a mistake)
         if decay_kind in ("before", "read-before"):
             S = decay * S
+        elif decay_kind == "complement":
+            S = (1 - decay) * S
         if decay_kind != "read-before":
             old = (S @ kt[..., None])[..., 0]
         if rule == "additive":
@@ -741,6 +892,8 @@ def delta_scan(
             S = S + (beta * vt - old)[..., None] * kt[..., None, :]
         elif rule == "ema":
             S = (1 - beta) * S + (beta * vt)[..., None] * kt[..., None, :]
+        elif outer == "transposed":  # k (v - S k)^T
+            S = S + beta * kt[..., :, None] * (vt - old)[..., None, :]
         else:
             S = S + (beta * (vt - old))[..., None] * kt[..., None, :]
         if decay_kind == "after":

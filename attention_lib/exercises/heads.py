@@ -54,6 +54,21 @@ EX_7_1 = Exercise(
             "the result is (B, n, H, d); the heads axis comes second: (B, H, n, d)",
             lambda X, H: X.reshape(X.shape[0], X.shape[1], H, X.shape[2] // H),
         ),
+        Mistake(
+            "transpose-then-reshape",
+            "X was transposed to (B, E, n) before the reshape: that mixes tokens and "
+            "features. Reshape (B, n, E) to (B, n, H, d) first, then swap the n and H "
+            "axes",
+            lambda X, H: X.transpose(1, 2).reshape(
+                X.shape[0], H, X.shape[1], X.shape[2] // H
+            ),
+        ),
+        Mistake(
+            "tokens-split",
+            "the tokens are shared out among the heads (chunk along dim 1): every head "
+            "sees every token, and gets its own block of d features of the last axis",
+            lambda X, H: torch.stack(X.chunk(H, dim=1), dim=1),
+        ),
     ),
 )
 
@@ -96,6 +111,29 @@ EX_7_2 = Exercise(
             "the heads are moved next to the tokens but not merged: reshape the (B, n, "
             "H, d) result to (B, n, H*d)",
             lambda X: X.transpose(1, 2),
+        ),
+        Mistake(
+            "wrong-axes-swapped",
+            "the n and d axes were swapped (transpose(2, 3)); swap the heads and the "
+            "tokens, transpose(1, 2), to get (B, n, H, d), then reshape",
+            lambda X: X.transpose(2, 3).reshape(
+                X.shape[0], X.shape[2], X.shape[1] * X.shape[3]
+            ),
+        ),
+        Mistake(
+            "tokens-merged-too",
+            "the tokens were flattened with the heads (flatten(1)): only the last two "
+            "axes of (B, n, H, d) are merged, flatten(2), giving (B, n, H*d)",
+            lambda X: X.transpose(1, 2).flatten(1),
+        ),
+        Mistake(
+            "view-not-contiguous",
+            ".view was called on the transposed tensor: after transpose(1, 2) its "
+            "memory is not in (B, n, H, d) order, so view fails when H > 1 and n > 1; "
+            "use .reshape (or .contiguous().view)",
+            lambda X: X.transpose(1, 2).view(
+                X.shape[0], X.shape[2], X.shape[1] * X.shape[3]
+            ),
         ),
     ),
 )
@@ -142,6 +180,12 @@ def gqa(q, k, v, *, share="interleave", scale="sqrt", causal="none", **options):
         return out.repeat_interleave(n_rep, dim=1)
     if share == "repeat":
         k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
+    elif share == "expand":  # right for one key/value head (or H), raises otherwise
+        k = k.expand(k.shape[0], H, *k.shape[2:])
+        v = v.expand(v.shape[0], H, *v.shape[2:])
+    elif share == "divisor":
+        index = (torch.arange(H) // Hkv).clamp(max=Hkv - 1)
+        k, v = k[:, index], v[:, index]
     else:
         k, v = k.repeat_interleave(n_rep, 1), v.repeat_interleave(n_rep, 1)
     s = q @ k.transpose(-1, -2) * scale_factor(scale, q.shape[-1], heads=H)
@@ -167,6 +211,8 @@ EX_8_1 = Exercise(
         SOFTMAX,
         only=(
             "repeat-not-interleave",
+            "group-index-divisor",
+            "expand-one-head",
             "shared-query",
             "scale-by-model-width",
             "no-scale",

@@ -42,7 +42,8 @@ def _ms_inputs(per_query=False, empty=False, K=None):
 
 def _ms_wrong(keep="right", **options):
     def wrong(X, valid_lens):
-        return _weights(X, length_mask(valid_lens, X.shape[-1], keep), **options)
+        keep_ = length_mask(valid_lens, X.shape[-1], keep, X.shape[-2])
+        return _weights(X, keep_, **options)
 
     return wrong
 

@@ -51,6 +51,7 @@ def _mla(
     swap=False,
     query=None,
     dim=-1,
+    head_axis=True,
     **options,
 ):
     if swap:
@@ -58,6 +59,10 @@ def _mla(
     if query == "W_uv":
         W_uk = W_uv
     q_latent = q @ W_uk  # (B, H, 1, r)
+    if not head_axis:  # (B, T, r) against (B, H, ...): the batch meets the heads
+        s = q_latent @ c.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        mixed = torch.softmax(s, dim=-1) @ c
+        return mixed @ W_uv.transpose(1, 2)
     s = q_latent @ c[:, None].transpose(-1, -2)  # (B, H, 1, T)
     d = {"sqrt": q.shape[-1], "latent": c.shape[-1], "value-width": W_uv.shape[1]}
     s = s * {
@@ -112,6 +117,19 @@ EX_12_1 = Exercise(
             "the query is absorbed with W_uv: the scores use the keys' up-projection, "
             "q_latent = q_nope @ W_uk; W_uv belongs to the output",
             _build(query="W_uv"),
+        ),
+        Mistake(
+            "key-projection-on-output",
+            "the mixed latent is brought back with W_uk: the output's up-projection is "
+            "W_uv (mixed @ W_uv^T); W_uk belongs to the scores",
+            lambda q, c, Wk, Wv: _mla(q, c, Wk, Wk),
+        ),
+        Mistake(
+            "latent-without-head-axis",
+            "the latent (B, T, r) is used without a head axis: broadcasting then lines "
+            "the batch up with the heads (it raises, or mixes examples when B = H); "
+            "give it one, latent[:, None] (B, 1, T, r), shared by every head",
+            _build(head_axis=False),
         ),
         Mistake(
             "softmax-over-heads",

@@ -95,6 +95,37 @@ EX_9_1 = Exercise(
             ),
         ),
         Mistake(
+            "ignore-value-zero",
+            "0 is taken as the 'nothing asked' value: token 0 is a real answer; the "
+            "positions where nothing is asked hold al.MQAR_IGNORE",
+            lambda lg, t: (lg.argmax(-1)[t != 0] == t[t != 0]).double().mean().item(),
+        ),
+        Mistake(
+            "probability-threshold",
+            "a position counts as right when the target's probability is above 0.5: "
+            "it is right when the target is the most likely token (argmax), whatever "
+            "its probability",
+            lambda lg, t: (
+                lg.softmax(-1)[t != MQAR_IGNORE]
+                .gather(-1, t[t != MQAR_IGNORE][:, None])
+                .gt(0.5)
+                .double()
+                .mean()
+                .item()
+            ),
+        ),
+        Mistake(
+            "argmax-over-positions",
+            "the argmax runs over the positions (dim=1): the prediction at each "
+            "position is the most likely token, argmax over the vocabulary (dim=-1)",
+            lambda lg, t: (
+                (lg.argmax(1)[t != MQAR_IGNORE] == t[t != MQAR_IGNORE])
+                .double()
+                .mean()
+                .item()
+            ),
+        ),
+        Mistake(
             "shifted",
             "the predictions are compared with the next position's targets: "
             "targets[b, i] is already the answer expected after reading tokens[b, "

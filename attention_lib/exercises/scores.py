@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..kernels import gaussian, nadaraya_watson
@@ -59,6 +61,12 @@ EX_1_1 = Exercise(
             "the weights average the keys; attention pooling averages the values",
             lambda q, k, v: torch.softmax(q @ k.T, dim=-1) @ k,
         ),
+        Mistake(
+            "distance-score",
+            "the scores are minus the squared distances, -|q - k|^2 / 2 (chapter 2's "
+            "Gaussian kernel): this exercise's score is the dot product q . k",
+            lambda q, k, v: torch.softmax(-(torch.cdist(q, k) ** 2) / 2, dim=-1) @ v,
+        ),
     ),
 )
 
@@ -72,20 +80,34 @@ def nw_reference(x_train, y_train, x_query, bandwidth):
     return nadaraya_watson(x_train, y_train, x_query, gaussian, bandwidth)[0]
 
 
-def _nw_inputs(K=None, outside=False):
+def _nw_inputs(K=None, outside=False, far=False):
     def make(g):
         k, q = K or integer(g, 2, 20), integer(g, 1, 8)
         h = uniform(g, 0.3, 3.0)
         x = torch.rand(k, generator=g, dtype=torch.float64) * 5
         y = torch.sin(x) + 0.3 * randn(g, k)
         lo, hi = (-2.0 * h, 5 + 2.0 * h) if outside else (0.0, 5.0)
+        if far:  # exp(-u^2 / 2) underflows to 0 for every training point
+            lo, hi = 5 + 45.0 * h, 5 + 60.0 * h
         queries = lo + (hi - lo) * torch.rand(q, generator=g, dtype=torch.float64)
         return (x, y, queries, h), {}
 
     return make
 
 
-def _nw(x, y, q, h, *, divide="h", kernel="half", axis=-1, normalise=True, data=None):
+def _nw(
+    x,
+    y,
+    q,
+    h,
+    *,
+    divide="h",
+    kernel="half",
+    axis=-1,
+    normalise=True,
+    data=None,
+    shift=True,
+):
     d = q[:, None] - x[None, :]  # (Q, K)
     if divide == "none":
         u2 = d**2
@@ -97,7 +119,12 @@ def _nw(x, y, q, h, *, divide="h", kernel="half", axis=-1, normalise=True, data=
         u2 = d**2 / h
     else:
         u2 = (d / h) ** 2
-    w = torch.exp(-u2 / 2) if kernel == "half" else torch.exp(-u2)
+    a = {"half": -u2 / 2, "no-half": -u2, "abs": -u2.sqrt() / 2}[kernel]
+    if normalise == "density":
+        return (torch.exp(a) / math.sqrt(2 * math.pi)) @ (y if data is None else x)
+    if shift and normalise:  # as torch.softmax does: exp never underflows everywhere
+        a = a - a.amax(axis, keepdim=True)
+    w = torch.exp(a)
     if normalise:
         w = w / w.sum(axis, keepdim=True)
     return w @ (y if data is None else x)
@@ -117,6 +144,7 @@ EX_2_1 = Exercise(
         Case("float32", in_float32(_nw_inputs()), 8),
         Case("one training point", _nw_inputs(K=1), 3),
         Case("queries outside the data", _nw_inputs(outside=True), 4),
+        Case("queries far from every training point", _nw_inputs(far=True), 3),
     ),
     (
         _nw_mistake(
@@ -166,6 +194,26 @@ EX_2_1 = Exercise(
             "the weights average the training inputs x_train; the estimate averages "
             "their labels y_train",
             data="x",
+        ),
+        _nw_mistake(
+            "kernel-underflows",
+            "exp(-u**2 / 2) is divided by its sum as it is: for a query far from every "
+            "training point every exp underflows to 0, and 0 / 0 = NaN. Subtract each "
+            "query's largest -u**2 / 2 first (torch.softmax does it, section 2.1)",
+            shift=False,
+        ),
+        _nw_mistake(
+            "absolute-distance",
+            "the kernel uses |u| (exp(-|u| / 2), a Laplace kernel): the Gaussian "
+            "kernel is exp(-u**2 / 2)",
+            kernel="abs",
+        ),
+        _nw_mistake(
+            "density-not-normalised",
+            "the weights are the Gaussian density's values, exp(-u**2 / 2) / "
+            "sqrt(2 pi), not normalised: divide each query's kernel values by their "
+            "sum over the training points",
+            normalise="density",
         ),
     ),
 )
@@ -257,6 +305,34 @@ EX_4_1 = Exercise(
             ),
         ),
         Mistake(
+            "tanh-on-each",
+            "the tanh is applied to the projected query and key separately: it is "
+            "applied to their sum, tanh(W_q q + W_k k)",
+            lambda q, k, Wq, Wk, wv: (
+                (
+                    torch.tanh(q @ Wq.T)[:, :, None, :]
+                    + torch.tanh(k @ Wk.T)[:, None, :, :]
+                )
+                @ wv
+            ),
+        ),
+        Mistake(
+            "scaled",
+            "the scores are divided by sqrt(h): additive attention has no scale (the "
+            "1/sqrt(d) of chapter 5 belongs to dot products)",
+            lambda q, k, Wq, Wk, wv: (
+                additive_scores(q, k, Wq, Wk, wv) / math.sqrt(wv.shape[0])
+            ),
+        ),
+        Mistake(
+            "softmax-applied",
+            "the result is the softmax of the scores: this function returns the raw "
+            "scores (B, Q, K); the softmax (and its mask) come after it",
+            lambda q, k, Wq, Wk, wv: torch.softmax(
+                additive_scores(q, k, Wq, Wk, wv), dim=-1
+            ),
+        ),
+        Mistake(
             "keys-by-queries",
             "the result is (B, K, Q), one row per key: it is (B, Q, K), one row per "
             "query",
@@ -275,11 +351,13 @@ def sdpa_reference(queries, keys, values, valid_lens):
     return dot_product_attention(queries, keys, values, valid_lens)[0]
 
 
-def _sdpa_inputs(D=None, K=None):
+def _sdpa_inputs(D=None, K=None, empty=False):
     def make(g):
         B, Q, k = integer(g, 1, 3), integer(g, 1, 4), K or integer(g, 1, 7)
         d, dv = D or integer(g, 1, 8), integer(g, 1, 5)
         lens = torch.randint(1, k + 1, (B,), generator=g)
+        if empty:
+            lens[integer(g, 0, B - 1)] = 0  # an example with no valid key: output 0
         return (randn(g, B, Q, d), randn(g, B, k, d), randn(g, B, k, dv), lens), {}
 
     return make
@@ -288,7 +366,8 @@ def _sdpa_inputs(D=None, K=None):
 def _sdpa_wrong(scale="sqrt", keep="right", **options):
     def wrong(q, k, v, lens):
         s = q @ k.transpose(-1, -2) * scale_factor(scale, q.shape[-1], v.shape[-1])
-        return _weights(s, length_mask(lens, k.shape[-2], keep), **options) @ v
+        keep_ = length_mask(lens, k.shape[-2], keep, q.shape[-2])
+        return _weights(s, keep_, **options) @ v
 
     return wrong
 
@@ -303,6 +382,7 @@ EX_5_1 = Exercise(
         Case("float32", in_float32(_sdpa_inputs()), 8),
         Case("wide keys, D = 48", _sdpa_inputs(D=48), 4),
         Case("one key", _sdpa_inputs(K=1), 2),
+        Case("a length of 0: no valid key, output 0", _sdpa_inputs(empty=True), 4),
     ),
     mistakes(_sdpa_wrong, SCALE)
     + mistakes(
@@ -315,6 +395,29 @@ EX_5_1 = Exercise(
             "no-mask",
             "mask-after-softmax",
             "first-length",
+            "nan-row",
+            "d2l-uniform",
+        ),
+    )
+    + (
+        Mistake(
+            "masks-queries",
+            "the (B, K) mask was unsqueezed on the last axis, (B, K, 1), so it masks "
+            "the queries (rows), not the keys: it must be (B, 1, K)",
+            lambda q, k, v, lens: (
+                torch.nan_to_num(
+                    torch.softmax(
+                        (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(
+                            ~(torch.arange(k.shape[-2])[None, :] < lens[:, None])[
+                                :, :, None
+                            ],
+                            -math.inf,
+                        ),
+                        dim=-1,
+                    )
+                )
+                @ v
+            ),
         ),
     )
     + mistakes(_sdpa_wrong, SOFTMAX, only=("softmax-over-queries", "no-softmax")),
