@@ -15,13 +15,18 @@ SENTENCES = [
 ]
 VALID_LENS = [4, 3, 2]
 B_SHOWN = 2  # the example traced through the softmax: "Hello world <pad> <pad>"
-# illustrative scores of that example (Q = K = 4, self-attention, so symmetric)
-SCORES = [
-    [1.2, -0.3, 0.8, 2.1],
-    [-0.3, 0.9, -1.1, 0.6],
-    [0.8, -1.1, 1.5, 0.2],
-    [2.1, 0.6, 0.2, 1.7],
+# illustrative scores of that example, as the chapter's model makes them (Q = K = 4,
+# self-attention): dot products of the tokens' embeddings, so the matrix is symmetric
+# (and a Gram matrix: its eigenvalues are positive), and the two <pad> tokens share one
+# embedding, so their two rows are equal and so are their two columns
+_HELLO, _WORLD, _PAD = 0, 1, 2
+_GRAM = [  # scores between the three distinct embeddings: Hello, world, <pad>
+    [1.2, -0.3, 0.6],
+    [-0.3, 0.9, -0.7],
+    [0.6, -0.7, 1.5],
 ]
+_TOKENS = [_HELLO, _WORLD, _PAD, _PAD]  # "Hello world <pad> <pad>"
+SCORES = [[_GRAM[i][j] for j in _TOKENS] for i in _TOKENS]
 
 
 def _masked_softmax_row(row, length):
