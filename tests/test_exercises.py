@@ -263,8 +263,10 @@ BLIND = ROOT / "tests" / "exercise_blind"
 
 #: The share of a blind set's wrong solutions whose mistake must be named rightly: the
 #: dev set's 111 of 113 were measured after the checker was improved on it; the
-#: held-out set was run once, on the final checker, and its floor is what it measured.
-BLIND_NAMED = {"dev": 0.95}
+#: held-out set (141 solutions, 105 wrong) was run once on the final checker (commit
+#: 59a8806) and measured 85 of 105 (81 %), with no false verdict and no wrong name:
+#: the issue's goal, 80 %, is its floor. Do not tune the checker on the held-out set.
+BLIND_NAMED = {"dev": 0.95, "heldout": 0.80}
 
 
 def blind_set(name: str) -> list[tuple[str, dict]]:
