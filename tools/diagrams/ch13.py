@@ -42,7 +42,9 @@ def draw_smoother_vs_state(path):
            size=SHAPE_SIZE + 0.5)  # fmt: skip
     y_out = (ys[1] + ys[2]) / 2
     out = d.box(xw + 4.2, y_out - 0.5, 2.2, 1.0, r"$o_t$", role="output")
-    d.arrow((xw + 1.6, y_out), out["left"], label=r"$\Sigma_j\, a_j v_j$", side="above")
+    d.arrow((xw + 1.6, y_out), out["left"])
+    d.text(out["bottom"][0], y_out - 1.1, r"$\Sigma_j\, a_j v_j \,/\, \Sigma_j\, a_j$",
+           size=SHAPE_SIZE + 0.5)  # fmt: skip
     # -- right: recurrence with a state
     x1 = mid + 1.0
     d.text(x1, height - 2.5, "linear attention: a recurrence", ha="left", weight="bold")
@@ -53,12 +55,18 @@ def draw_smoother_vs_state(path):
     kt = d.box(x1 + 3.6, height - 4.6, 1.6, 1.0, r"$k_t$", role="key")
     qt = d.box(x1 + 10.2, height - 4.6, 1.6, 1.0, r"$q_t$", role="query")
     d.arrow(vt["bottom"], (vt["bottom"][0], S["top"][1] + 0.05))
-    d.arrow((kt["bottom"][0] - 0.3, kt["bottom"][1]), (x1 + 3.4, S["top"][1] + 0.05))
-    d.arrow((kt["bottom"][0] + 0.3, kt["bottom"][1]), (z["top"][0], z["top"][1] + 0.05))
+    d.arrow((kt["bottom"][0] - 0.3, kt["bottom"][1]), (x1 + 3.4, S["top"][1] + 0.05),
+            label=r"$\phi(k_t)$", side="left")  # fmt: skip
+    d.arrow((kt["bottom"][0] + 0.3, kt["bottom"][1]), (z["top"][0], z["top"][1] + 0.05),
+            label=r"$\phi(k_t)$", side="right")  # fmt: skip
     ot = d.box(x1 + 9.7, height - 9.4, 2.6, 1.0, r"$o_t$", role="output")
     d.arrow(qt["bottom"], ot["top"], label=r"$\phi(q_t)$", side="right")
-    d.arrow((z["right"][0] + 0.1, ot["left"][1]), ot["left"], label="read",
-            side="above")  # fmt: skip
+    # the read: S phi(q_t) from the state, divided by z . phi(q_t) from the normaliser
+    d.arrow((S["right"][0] - 0.6, S["top"][1]), (ot["left"][0], ot["left"][1] + 0.3),
+            rad=-0.35)  # fmt: skip
+    d.text(x1 + 8.4, height - 6.2, r"$S\,\phi(q_t)$", size=SHAPE_SIZE + 0.5)
+    d.arrow((z["right"][0] + 0.1, ot["left"][1] - 0.3), (ot["left"][0], ot["left"][1] - 0.3),
+            label=r"$\div\, z \cdot \phi(q_t)$", side="below")  # fmt: skip
     d.text(x1, height - 11.6, r"write: $S \leftarrow S + v_t\,\phi(k_t)^\top$, "
            r"$z \leftarrow z + \phi(k_t)$", ha="left", size=SHAPE_SIZE + 0.5)  # fmt: skip
     d.text(x1, height - 12.5, r"read: $o_t = S\,\phi(q_t)\,/\,(z \cdot \phi(q_t))$",

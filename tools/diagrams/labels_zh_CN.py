@@ -274,7 +274,7 @@ LABELS = {
     "weight matrix": "权重矩阵",
     "head output": "头的输出",
     # -- chapter 13
-    "One causal step, two ways": "同一个因果步骤的两种算法",
+    "One causal step, two ways": "一个因果步骤的两种算法",
     "softmax attention: a kernel smoother": "softmax 注意力：核平滑器",
     "linear attention: a recurrence": "线性注意力：递推",
     "grows by one row a token: (T, d) keys and values": "每个词元增加一行：(T, d) 的键和值",
