@@ -103,7 +103,7 @@ notebooks: $(STAMP)
 
 # Every chapter re-executed under nbval (the flags above) in a matrix that emulates other computers on this
 # one: ATEN_CPU_CAPABILITY=default, =avx2 and the machine's own, MKL_ENABLE_INSTRUCTIONS=AVX2, 2 threads, and
-# a CPU-burning process on every core. Prints a configuration x chapter table; fails if any cell differs.
+# a PyTorch neighbour (attention, copies, small operations) on every core, on generic kernels. Prints a configuration x chapter table; fails if any cell differs.
 # Its time: MAINTAINERS.md, "Measured" (tools/portability.py --help). CI runs it after make test and make long-tests.
 portability: $(STAMP)
 	$(PY) tools/portability.py --jobs $(JOBS)
