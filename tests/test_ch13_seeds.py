@@ -200,3 +200,21 @@ SPREADS_100 = {
     DELTA: (0.92, 0.06),
 }
 SPREADS_ONE_HEAD = (((0.47, 0.14), (0.97, 0.03)), ((0.65, 0.03), (0.98, 0.02)))
+
+
+def test_the_learning_rate_changes_the_lag_not_the_order(results):
+    """§13.6's control on the learning rate (seed 0, as the chapter quotes it)."""
+    _, ch = results
+    recipe = ch["LR"]
+    try:
+        found = {}
+        for lr, step in ((1e-2, 100), (1e-3, 200)):
+            ch["LR"] = lr
+            found[lr] = [ch["train"](n, 0)[step] for n in (LIN, MQA, UNNORM)]
+    finally:
+        ch["LR"] = recipe
+    for lr, (lin, mqa, unnorm) in found.items():
+        assert lin < mqa <= unnorm, (lr, found[lr])
+    quoted = {1e-2: (0.95, 0.97, 1.00), 1e-3: (0.56, 0.79, 0.99)}
+    for lr, values in quoted.items():
+        assert all(abs(a - b) <= 0.011 for a, b in zip(found[lr], values)), found
