@@ -125,7 +125,15 @@ OPEN_AND_INSPECT = """async (path) => {
     const model = widget.context.model.toJSON();
     const saved = {metadata: model.metadata, cells: model.cells.map(c => c.metadata),
                    dirty: widget.context.model.dirty};
-    return {cells: cells.length, images, raw, shown, prose, summaries, saved,
+    // chapter 11's head explorer, stored untrusted: its static picture shows, its
+    // (script-built) interface does not, and its note says how to make it interactive
+    const explorers = [...notebook.node.querySelectorAll('.attention-explorer')].map(e => {
+        const img = e.querySelector('.ae-static img');
+        return {picture: visible(img) && img.complete && img.naturalWidth > 0,
+                ui: visible(e.querySelector('.ae-ui')),
+                note: (e.querySelector('.ae-note')?.innerText || '').slice(0, 120)};
+    });
+    return {cells: cells.length, images, raw, shown, prose, summaries, saved, explorers,
             unrendered: cells.filter(c => c.model.type === 'markdown' && !c.rendered).length};
 }"""
 
@@ -263,6 +271,15 @@ def inspect(page, path: str) -> tuple[dict, list[str]]:
         problems.append(f"{path}: raw markup shown: {seen['raw'][:3]}")
     if seen["shown"]:
         problems.append(f"{path}: answers shown before opened: {seen['shown'][:3]}")
+    stored = (ROOT / "chapters" / path).read_text(encoding="utf-8")
+    expected = stored.count('class=\\"attention-explorer ')
+    if len(seen["explorers"]) != expected:
+        problems.append(
+            f"{path}: {len(seen['explorers'])} head explorers shown, {expected} stored"
+        )
+    for e in seen["explorers"]:
+        if not e["picture"] or e["ui"] or not e["note"]:
+            problems.append(f"{path}: an untrusted head explorer shows {e}")
     problems += changed_by_opening(path, seen["saved"])
     return seen, problems
 
