@@ -11,6 +11,11 @@
   var S = data.strings, L = data.layers, H = data.heads, group = H / data.kvHeads;
   var TH = data.thresholds;
   var BLUE = [0, 114, 178], MARK = "#d55e00";
+  // punctuation of the interface's language (Chinese: full-width, no space after 。)
+  var P = (root.lang || "").indexOf("zh") === 0 ?
+    { sep: "\uff0c", end: "\u3002", space: "", open: "\uff08", close: "\uff09" } :
+    { sep: ", ", end: ".", space: " ", open: " (", close: ") " };
+  function label(l, h) { return "L" + l + " H" + h; }
 
   function fill(template) {
     var args = arguments;
@@ -76,7 +81,7 @@
     label.appendChild(pair[1]);
     controls.appendChild(label);
   });
-  var marked = el("p", { "class": "ae-marked" });
+  var marked = el("div", { "class": "ae-marked" });
   marked.style.cssText = "margin:2px 0;font-size:0.9em";
   var body = el("div", { "class": "ae-body" });
   body.style.cssText = "display:flex;flex-wrap:wrap;gap:12px;align-items:flex-start";
@@ -153,7 +158,8 @@
     var width = Math.max(root.clientWidth - 16, 200);
     var across = width >= 640;  // layers across the columns; narrower, down the rows
     var cols = across ? L : H, rows = across ? H : L;
-    var cell = Math.max(10, Math.min(28, Math.floor((Math.min(width, 900) - PAD) / cols) - 2));
+    var cell = Math.max(10, Math.min(across ? 28 : 20,
+                                     Math.floor((Math.min(width, 900) - PAD) / cols) - 2));
     layout = { across: across, cell: cell, step: cell + 2 };
     body.style.flexDirection = across ? "row" : "column-reverse";
     var dpr = window.devicePixelRatio || 1, cw = PAD + cols * layout.step + 2;
@@ -176,8 +182,9 @@
       var x = PAD + 2 + (across ? l : h) * layout.step, y = PAD + 2 + (across ? h : l) * layout.step;
       ctx.drawImage(tiles, l * cell, h * cell, cell, cell, x, y, cell, cell);
       var s = state.mark && sc[state.mark][l * H + h];
-      if (s > TH[state.mark]) {
-        ctx.strokeStyle = MARK; ctx.lineWidth = 2; ctx.strokeRect(x - 1, y - 1, cell + 2, cell + 2);
+      if (s > TH[state.mark]) {  // marked: dashed, apart from the focus ring and query row
+        ctx.strokeStyle = MARK; ctx.lineWidth = 2; ctx.setLineDash([3, 2]);
+        ctx.strokeRect(x - 1, y - 1, cell + 2, cell + 2); ctx.setLineDash([]);
       }
     }
     var sx = PAD + 2 + (across ? state.layer : state.head) * layout.step;
@@ -237,17 +244,32 @@
     for (var j = 0; j <= q; j++) keys.push([w(state.text, state.layer, state.head, q, j), j]);
     keys.sort(function (a, b) { return b[0] - a[0] || a[1] - b[1]; });
     var top = keys.slice(0, 3).map(function (e) {
-      return t.tokens[e[1]] + " (" + e[1] + ") " + e[0].toFixed(2);
-    }).join(", ");
-    desc.textContent = fill(S.head, state.layer, state.head, Math.floor(state.head / group)) +
-      " " + fill(S.scores, fixed(sc.sink[k]), fixed(sc.previous[k]), fixed(sc.induction[k])) +
-      " " + fill(S.query, q, t.tokens[q]) + " " + top + ".";
-    var list = [];
-    if (state.mark) for (var i = 0; i < L * H; i++)
-      if (sc[state.mark][i] > TH[state.mark]) list.push(Math.floor(i / H) + "." + (i % H));
-    marked.textContent = state.mark ?
-      fill(S.marked, markSelect.options[markSelect.selectedIndex].text,
-           list.length ? list.join(", ") : S.nomarks) : "";
+      return t.tokens[e[1]] + P.open + e[1] + P.close.trim() + (P.space || "") + e[0].toFixed(2);
+    }).join(P.sep);
+    desc.textContent = [
+      fill(S.head, state.layer, state.head, Math.floor(state.head / group)),
+      fill(S.scores, fixed(sc.sink[k]), fixed(sc.previous[k]), fixed(sc.induction[k])),
+      fill(S.query, q, t.tokens[q]) + P.space + top + P.end
+    ].join(P.space);
+    marked.textContent = "";
+    if (state.mark === "induction" && !t.period) {
+      marked.textContent = S.noperiod;
+    } else if (state.mark) {
+      var list = [];
+      for (var i = 0; i < L * H; i++)
+        if (sc[state.mark][i] > TH[state.mark]) list.push(label(Math.floor(i / H), i % H));
+      var name = markSelect.options[markSelect.selectedIndex].text;
+      if (!list.length) {
+        marked.textContent = fill(S.marked, name, 0);
+      } else {
+        var box = el("details", {}), summary = el("summary", {}, fill(S.marked, name, list.length));
+        summary.style.cursor = "pointer";
+        box.appendChild(summary);
+        box.appendChild(el("div", { "class": "ae-marked-list" }, list.join(P.sep)));
+        if (list.length <= 12) box.open = true;
+        marked.appendChild(box);
+      }
+    }
     root.dataset.layer = state.layer; root.dataset.head = state.head;
     root.dataset.query = q; root.dataset.text = state.text;
   }
@@ -266,9 +288,13 @@
     state.query = Math.max(0, Math.min(texts[state.text].T - 1, i));
     drawHead(); drawTokens(); describe();
   }
+  function firstQuery(p) {  // a text that repeats itself: a query of its second copy
+    var t = texts[p];
+    return t.period ? Math.min(t.period + 5, t.T - 1) : t.T - 1;
+  }
   function setText(p) {
     state.text = p; textSelect.value = p;
-    state.query = texts[p].T - 1;
+    state.query = firstQuery(p);
     draw(true);
   }
   grid.addEventListener("click", function (e) {
@@ -277,9 +303,15 @@
     var b = Math.floor((e.clientY - r.top - PAD - 2) / layout.step);
     if (a < 0 || b < 0) return;
     if (layout.across) select(a, b); else select(b, a);
-    if (!layout.across) detail.scrollIntoView({ block: "nearest" });
+    // on a phone the enlarged head is above the grid: bring it into view
+    if (!layout.across) detail.scrollIntoView({ block: "start", behavior: "instant" });
   });
   grid.addEventListener("keydown", function (e) {
+    if (e.key === "Home" || e.key === "End") {
+      e.preventDefault();
+      if (e.key === "Home") select(0, 0); else select(L - 1, H - 1);
+      return;
+    }
     var d = { ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1] }[e.key];
     if (!d) return;
     e.preventDefault();
@@ -319,7 +351,7 @@
     W = bytes;
     root.querySelector(".ae-static").style.display = "none";
     ui.style.display = "";
-    state.query = texts[0].T - 1;
+    state.query = firstQuery(0);
     draw(true);
     var width = root.clientWidth;
     if (window.ResizeObserver) new ResizeObserver(function () {

@@ -57,18 +57,25 @@ STRINGS = {
     "head": "Layer %1, head %2 (key/value head %3).",
     "scores": "Weight on the first token %1, on the previous token %2, induction %3.",
     "query": "Query %1 (%2) attends most to:",
-    "marked": "Marked (%1): %2",
+    "marked": "Marked (%1): %2 heads",
     "nomarks": "no head",
+    "noperiod": "not measured: this text does not repeat itself",
+    "list": "list them",
     "layers": "layers →",
     "heads": "heads ↓",
     "static": (
         "A static view of every head (layers left to right, heads top to bottom; "
         "darker = more weight). Run the cell, or trust the notebook, to explore it."
     ),
-    "print": "The interactive version is on the course's website and in the notebook.",
+    "print": (
+        "Every head (layers left to right, heads top to bottom; darker = more weight). "
+        "The interactive version is on the course's website and in the notebook."
+    ),
     "legend": (
         "Thumbnails: square-root colour scale (faint weights show); enlarged head: "
-        "linear, 0 to 1."
+        "linear, 0 to 1, rows are queries and columns keys. Induction score: on a text "
+        "that repeats itself, the weight a token of the second copy puts on the token "
+        "after its first occurrence."
     ),
 }
 
@@ -175,8 +182,8 @@ def _fragment(payload: dict, png: str, language: str | None) -> str:
     script = (files("attention_lib") / "explorer.js").read_text(encoding="utf-8")
     return (
         f'<div class="attention-explorer mathjax_ignore tex2jax_ignore" id="{uid}" '
-        f'lang="{lang}" style="background:#fff;color:#222;padding:6px;'
-        f'border-radius:4px;max-width:100%;overflow:hidden">'
+        f'lang="{lang}" style="background:#fff;color:#222;color-scheme:light;'
+        f'padding:6px;border-radius:4px;max-width:100%;overflow:hidden">'
         f'<div class="ae-static">'
         f'<img src="data:image/png;base64,{png}" alt="{esc(strings["static"])}" '
         f'style="max-width:100%;image-rendering:pixelated">'
