@@ -27,6 +27,13 @@
     if (text != null) e.textContent = text;
     return e;
   }
+  function luminance(v) {  // relative luminance of BLUE at opacity v over white
+    var lin = BLUE.map(function (c) {
+      var x = (255 - (255 - c) * v) / 255;
+      return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2];
+  }
   function fixed(x) { return isNaN(x) ? "\u2014" : x.toFixed(2); }
 
   // -- the weights: deflated uint8 lower triangles, [text][layer][head][i(i+1)/2 + j] ----------
@@ -232,7 +239,9 @@
     Array.prototype.forEach.call(strip.children, function (span, j) {
       var v = w(state.text, state.layer, state.head, q, j);
       span.style.background = j <= q ? "rgba(" + BLUE + "," + v.toFixed(3) + ")" : "transparent";
-      span.style.color = v > 0.55 ? "#fff" : (j > q ? "#999" : "#222");
+      // text black or white, whichever contrasts more with that shade (WCAG: >= 4.5 : 1);
+      // the later tokens, which the query does not see, in a grey that still reads
+      span.style.color = j > q ? "#6b6b6b" : (luminance(v) < 0.18 ? "#fff" : "#000");
       span.setAttribute("aria-selected", j === q ? "true" : "false");
       span.title = j <= q ? v.toFixed(2) : "";
     });
