@@ -16,9 +16,9 @@ and no autograd (``keys is values``, ``need_weights=False``, no masks). That rou
   class), shaped so straight from the projection, and its output straight back.
 
 None of this changes the arithmetic; it trims per-call overhead that matters only when a
-step takes a fraction of a millisecond (``bench/bench_decode_packed.py`` times it). Every
-other call -- training, ``need_weights=True``, masks, a ``rotary`` embedding -- is the
-parent's ``forward``.
+step takes a fraction of a millisecond (``bench/bench_decode_packed.py`` times it).
+Every other call -- training, ``need_weights=True``, masks, a ``rotary`` embedding -- is
+the parent's ``forward``.
 
 Shape legend: ``B`` batch, ``Q`` queries, ``K`` new keys/values, ``T`` cached positions,
 ``E`` model width, ``H`` query heads, ``Hkv`` key/value heads, ``d = E / H``.

@@ -813,7 +813,8 @@ class LlamaModel(nn.Module):
         attention_mask=None,
         pad_id=None,
     ):
-        """Greedy decoding: ``prompt (B, T)`` -> ``(B, T + n)``, ``n <= max_new_tokens``.
+        """Greedy decoding: ``prompt (B, T)`` -> ``(B, T + n)``, with
+        ``n <= max_new_tokens``.
 
         ``eos_id``: a row that has produced this token is finished: its later tokens
         are ``pad_id`` (default ``eos_id``, as transformers when no pad token is set),

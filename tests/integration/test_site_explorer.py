@@ -129,13 +129,19 @@ def test_a_reader_finds_an_induction_head_and_the_sink(
         }
         # a click on the strongest one's thumbnail selects it
         layer, head = divmod(int(induction.flatten().argmax()), w.shape[1])
-        box = root.locator("canvas.ae-grid").bounding_box()
         at = page.eval_on_selector(
             ".attention-explorer",
             "(r, [l, h]) => r.explorer.center(l, h)",
             [layer, head],
         )
         x, y = at["x"], at["y"]
+        page.evaluate(  # the thumbnail on the screen (a phone's grid is long)
+            """(y) => { const r = document.querySelector('.ae-grid').getBoundingClientRect();
+                        window.scrollBy({top: r.top + y - innerHeight / 2,
+                                         behavior: 'instant'}); }""",
+            y,
+        )
+        box = root.locator("canvas.ae-grid").bounding_box()
         if width <= 390:
             page.touchscreen.tap(box["x"] + x, box["y"] + y)
         else:
