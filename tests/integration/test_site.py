@@ -15,7 +15,9 @@ screen of every page (1280 and 390 px, light; dark where checked) is saved under
 ``artifacts/screenshots/``.
 """
 
+import gzip
 import json
+import re
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
@@ -43,6 +45,8 @@ AXE = ROOT / ".vendor" / "npm" / "node_modules" / "axe-core" / "axe.min.js"
 PHONE = 390
 # About 1.3 MB of it is the theme and MathJax; chapter 2 (twelve plots, heat maps in full colour since
 # the palette banded their colour bars) weighs 2.51 MB.
+EXPLORER = re.compile(r'<div class="attention-explorer .*?</script></div>', re.S)
+MAX_EXPLORER_GZIP = 450_000
 MAX_PAGE_BYTES = 2_600_000
 HAN = r"[\u3400-\u9fff]"
 
@@ -135,7 +139,7 @@ def as_phone(context, page):
 MIN_SCALE = {"diagram": 0.7, "plot": 0.65}
 
 FIGURES = """(minScale) => [...document.querySelectorAll('.bd-article img')]
-    .filter(i => i.naturalWidth && !i.closest('.btn'))
+    .filter(i => i.naturalWidth && !i.closest('.btn, .attention-explorer'))  // (its own)
     .map(i => {
         const wide = i.closest('.course-wide');
         const strip = wide && wide.querySelector('.course-wide-strip');
@@ -405,6 +409,13 @@ def check_page_weight(page, doc, loaded):
     on every chapter)."""
     settle(page)
     total = sum(n for n, _ in loaded)
+    # A head explorer (al.explore_heads, chapter 11) is the page's interactive part, with
+    # its own budget: at most 450 kB gzipped each; the rest of the page keeps this one.
+    source = (HTML / f"{doc}.html").read_text(encoding="utf-8")
+    for fragment in EXPLORER.findall(source):
+        packed = len(gzip.compress(fragment.encode(), 9))
+        assert packed <= MAX_EXPLORER_GZIP, f"{doc}: a head explorer of {packed:,d} B gzipped"
+        total -= len(fragment.encode())
     heaviest = sorted(loaded, reverse=True)[:5]
     assert total <= MAX_PAGE_BYTES, (
         f"{doc}: {total / 1e6:.2f} MB > {MAX_PAGE_BYTES / 1e6} MB; heaviest: {heaviest}"
