@@ -237,11 +237,11 @@ def draw_llama_block(path):
     # notes on the right
     nx = cx + bw / 2 + 1.2
     notes = [
-        (3.95, "x / rms(x) × gain, in float32"),
+        (3.95, "x / rms(x) in float32, then × gain"),
         (6.95, "q: 9 heads, k and v: 3 heads"),
         (9.95, "rotate q and k at their positions"),
         (13.35, "each kv head serves g = 3 q heads"),
-        (20.15, "x / rms(x) × gain, in float32"),
+        (20.15, "x / rms(x) in float32, then × gain"),
         (23.1, "E → F = 1536 → E"),
     ]
     for y, s in notes:

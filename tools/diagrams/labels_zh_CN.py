@@ -322,7 +322,7 @@ LABELS = {
     "grouped-query attention": "分组查询注意力",
     "H = 9 query heads, Hkv = 3": "H = 9 个查询头，Hkv = 3",
     "residual": "残差连接",
-    "x / rms(x) × gain, in float32": "x / rms(x) × 增益，用 float32 计算",
+    "x / rms(x) in float32, then × gain": "x / rms(x) 用 float32 计算，再 × 增益",
     "q: 9 heads, k and v: 3 heads": "q：9 个头；k 和 v：3 个头",
     "rotate q and k at their positions": "按各自的位置旋转 q 和 k",
     "each kv head serves g = 3 q heads": "每个键值头供 g = 3 个查询头共用",
