@@ -145,11 +145,16 @@ def draw_kv_cache(path):
                 zorder=4,
             )
         )
-        d.arrow(
-            new["left"],
-            (x0 + dh * c + 0.15, cy + c / 2),
-            label="append",
-            side="below",
+        tail = x0 + dh * c + 0.15  # the arrow's head, just right of the cache
+        d.arrow(new["left"], (tail, cy + c / 2))
+        # its label above the arrow, clear of the cache and of the new row: the gap
+        # between them is narrower than the word at full size
+        d.text(
+            (tail + new["left"][0]) / 2 + 0.1,
+            cy + c + 0.2,
+            "append",
+            size=SHAPE_SIZE + 0.5,
+            va="bottom",
         )
         for i in range(T + 1):
             d.text(
