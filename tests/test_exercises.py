@@ -307,6 +307,78 @@ def test_blind_learner_solutions_are_judged_right_and_their_mistakes_named(name)
     assert named >= BLIND_NAMED[name] * wrong, (named, wrong)
 
 
+def _sdpa_learner(scale="sqrt(D)", fill=-math.inf, dim=-1, nan_to_zero=True):
+    """5.1 as a learner writes it (masked_fill, softmax), one slip switched on."""
+
+    def scaled_dot_product_attention(queries, keys, values, valid_lens):
+        width = {"sqrt(D)": queries.shape[-1], "sqrt(K)": keys.shape[1], "none": 1}
+        scores = queries @ keys.transpose(1, 2) / math.sqrt(width[scale])  # (B, Q, K)
+        keep = torch.arange(keys.shape[1]) < valid_lens[:, None, None]  # (B, 1, K)
+        weights = torch.softmax(scores.masked_fill(~keep, fill), dim=dim)
+        return (weights.nan_to_num(0.0) if nan_to_zero else weights) @ values
+
+    return scaled_dot_product_attention
+
+
+def _causal_learner(offset=0, fill=-math.inf):
+    """6.1 as a learner writes it: tril(K - Q + offset) and masked_fill."""
+
+    def causal_attention(queries, keys, values):
+        Q, K = queries.shape[1], keys.shape[1]
+        keep = torch.ones(Q, K, dtype=torch.bool).tril(K - Q + offset)  # (Q, K)
+        scores = queries @ keys.transpose(1, 2) / math.sqrt(queries.shape[-1])
+        weights = torch.softmax(scores.masked_fill(~keep, fill), dim=-1)
+        return weights.nan_to_num(0.0) @ values
+
+    return causal_attention
+
+
+#: (exercise, learner's function, the mistake to name; None: right, nothing flagged).
+#: The fills a learner uses: -inf (then NaN -> 0 for a length of 0), or a large negative
+#: number (-1e9, finfo.min), which gives a row without keys uniform weights.
+CHAPTER_5_6_SLIPS = [
+    ("5.1", _sdpa_learner(), None),
+    ("5.1", _sdpa_learner(scale="none"), "no-scale"),
+    ("5.1", _sdpa_learner(scale="none", nan_to_zero=False), "no-scale"),
+    ("5.1", _sdpa_learner(scale="none", fill=-1e9), "no-scale-large-fill"),
+    ("5.1", _sdpa_learner(scale="none", fill=-3.4e38), "no-scale-large-fill"),
+    ("5.1", _sdpa_learner(scale="sqrt(K)"), "scale-by-key-count"),
+    ("5.1", _sdpa_learner(scale="sqrt(K)", fill=-1e9), "scale-by-key-count-large-fill"),
+    ("5.1", _sdpa_learner(dim=1), "softmax-over-queries"),
+    ("5.1", _sdpa_learner(dim=1, nan_to_zero=False), "softmax-over-queries-nan"),
+    ("5.1", _sdpa_learner(dim=1, fill=-1e9), "softmax-over-queries-large-fill"),
+    ("6.1", _causal_learner(), None),
+    ("6.1", _causal_learner(fill=-1e9), None),  # right: a causal row keeps a key
+    ("6.1", _causal_learner(offset=-1), "excludes-itself"),
+    ("6.1", _causal_learner(offset=-1, fill=-1e9), "excludes-itself-large-fill"),
+    ("6.1", _causal_learner(offset=-1, fill=-1e4), "excludes-itself-large-fill"),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise", "fn", "name"),
+    CHAPTER_5_6_SLIPS,
+    ids=[f"{e}-{n}-{i}" for i, (e, _, n) in enumerate(CHAPTER_5_6_SLIPS)],
+)
+def test_chapter_5_and_6_slips_are_named_on_every_seed(exercise, fn, name):
+    """The reader's slips of 5.1 (softmax over dim=1, no scale, 1/sqrt(K)) and 6.1
+    (tril(K - Q - 1)), with either fill: named on the check's own cases and on two
+    other draws; the right solutions pass with nothing flagged."""
+    for seed in (0, *SEEDS):
+        report = run(exercise, fn, seed)
+        if name is None:
+            assert report.passed and report.mistake is None, (seed, report.text)
+        else:
+            assert report.status == "failed" and report.mistake == name, (
+                seed,
+                report.text,
+            )
+    if name is not None:
+        diagnosis = next(m for m in EXERCISES[exercise].mistakes if m.name == name)
+        report = ex.check(exercise, fn)
+        assert "Likely mistake: " + diagnosis.diagnosis in report.text
+
+
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_a_stub_is_not_written_yet(exercise):
     def raises(*args, **kwargs):

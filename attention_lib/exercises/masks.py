@@ -94,6 +94,19 @@ def _causal_wrong(causal="bottom-right", scale="sqrt", **options):
     return wrong
 
 
+#: 6.1's own: the diagonal one step too low with a large negative fill (d2l's -1e6,
+#: -1e9, finfo.min), which is right for a causal mask except where a row keeps no key.
+CAUSAL_LARGE_FILL = (
+    (
+        "excludes-itself-large-fill",
+        "each query is masked from its own position (tril(K - Q - 1), the diagonal one "
+        "step too low): a token attends to itself too, tril(K - Q). With a large "
+        "negative fill (-1e9) the first query, which then sees no key, gets uniform "
+        "weights over all the keys",
+        {"causal": "strict", "fill": -1e6},
+    ),
+)
+
 EX_6_1 = Exercise(
     "6.1",
     "causal_attention",
@@ -107,5 +120,6 @@ EX_6_1 = Exercise(
     ),
     mistakes(_causal_wrong, CAUSAL, SCALE)
     + mistakes(_causal_wrong, MASK, only=("fill-zero", "mask-after-softmax"))
-    + mistakes(_causal_wrong, SOFTMAX, only=("softmax-over-queries",)),
+    + mistakes(_causal_wrong, SOFTMAX, only=("softmax-over-queries",))
+    + mistakes(_causal_wrong, CAUSAL_LARGE_FILL),
 )

@@ -365,11 +365,63 @@ def _sdpa_inputs(D=None, K=None, empty=False):
 
 def _sdpa_wrong(scale="sqrt", keep="right", **options):
     def wrong(q, k, v, lens):
-        s = q @ k.transpose(-1, -2) * scale_factor(scale, q.shape[-1], v.shape[-1])
+        if scale == "key-count":  # 1/sqrt(K), K = keys.shape[1]: the number of keys
+            factor = 1 / math.sqrt(k.shape[-2])
+        else:
+            factor = scale_factor(scale, q.shape[-1], v.shape[-1])
         keep_ = length_mask(lens, k.shape[-2], keep, q.shape[-2])
-        return _weights(s, keep_, **options) @ v
+        return _weights(q @ k.transpose(-1, -2) * factor, keep_, **options) @ v
 
     return wrong
+
+
+#: A large negative fill (d2l's -1e6, -1e9, finfo.min) is right except for a length of
+#: 0, where it gives uniform weights: these are 5.1's mistakes made with such a fill.
+_LARGE_FILL = (
+    "; and a query with no valid key (a length of 0) gets uniform weights over the "
+    "padding (a large negative fill such as -1e9 does this): it must get all-zero "
+    "weights"
+)
+
+#: 5.1's own mistakes: the scale from the wrong axis, the softmax over the queries
+#: when its masked columns give NaN, and the scale and axis mistakes made with a large
+#: negative fill (that fill alone is MASK's d2l-uniform).
+SDPA_MISTAKES = (
+    (
+        "scale-by-key-count",
+        "the scores are divided by sqrt(K), the number of keys (keys.shape[1]); the "
+        "scale is 1/sqrt(D), D the width of the queries and keys (keys.shape[-1])",
+        {"scale": "key-count"},
+    ),
+    (
+        "softmax-over-queries-nan",
+        "the softmax runs over the queries (dim=1): each query's weights must sum to 1 "
+        "over the keys, the last axis (dim=-1). Over the queries, a padded key's "
+        "column is all -inf, so its weights are NaN, and the NaN spreads to every "
+        "output",
+        {"dim": -2, "empty": "nan"},
+    ),
+    (
+        "no-scale-large-fill",
+        "two slips: the scores are not divided by sqrt(d), the square root of the "
+        "query/key width (chapter 5)" + _LARGE_FILL,
+        {"scale": "none", "fill": -1e6},
+    ),
+    (
+        "scale-by-key-count-large-fill",
+        "two slips: the scores are divided by sqrt(K), the number of keys; the scale "
+        "is 1/sqrt(D), D the width of the queries and keys" + _LARGE_FILL,
+        {"scale": "key-count", "fill": -1e6},
+    ),
+    (
+        "softmax-over-queries-large-fill",
+        "the softmax runs over the queries (dim=1): each query's weights must sum to 1 "
+        "over the keys, the last axis (dim=-1). Over the queries, a padded key's "
+        "column filled with a large negative number gives it weight 1/Q from every "
+        "query",
+        {"dim": -2, "fill": -1e6},
+    ),
+)
 
 
 EX_5_1 = Exercise(
@@ -420,5 +472,6 @@ EX_5_1 = Exercise(
             ),
         ),
     )
-    + mistakes(_sdpa_wrong, SOFTMAX, only=("softmax-over-queries", "no-softmax")),
+    + mistakes(_sdpa_wrong, SOFTMAX, only=("softmax-over-queries", "no-softmax"))
+    + mistakes(_sdpa_wrong, SDPA_MISTAKES),
 )
