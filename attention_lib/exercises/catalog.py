@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .heads import EX_7_1, EX_7_2, EX_8_1, EX_8_2
+from .heads import EX_7_1, EX_7_2, EX_7_3, EX_8_1, EX_8_2
 from .masks import EX_3_1, EX_6_1
 from .mla import EX_12_1
 from .mqar import EX_9_1
@@ -20,6 +20,7 @@ EXERCISES = (
     EX_6_1,
     EX_7_1,
     EX_7_2,
+    EX_7_3,
     EX_8_1,
     EX_8_2,
     EX_9_1,

@@ -1,7 +1,10 @@
-"""Exercises 7.1 and 7.2 (splitting and merging heads), 8.1 (the core of grouped-query
-attention) and 8.2 (a decode step with a KV cache)."""
+"""Exercises 7.1 and 7.2 (splitting and merging heads), 7.3 (the whole multi-head
+layer from its weight matrices), 8.1 (the core of grouped-query attention) and 8.2 (a
+decode step with a KV cache)."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -134,6 +137,172 @@ EX_7_2 = Exercise(
             lambda X: X.transpose(1, 2).view(
                 X.shape[0], X.shape[2], X.shape[1] * X.shape[3]
             ),
+        ),
+    ),
+)
+
+
+# -- 7.3 the whole multi-head layer, from its four weight matrices --
+
+
+def mha_reference(queries, keys, values, W_q, W_k, W_v, W_o, num_heads):
+    """``queries (B, Q, E)``, ``keys`` and ``values (B, K, E)``, ``W_q, W_k, W_v, W_o
+    (E, E)`` in ``nn.Linear``'s layout ``(out, in)`` -> ``(B, Q, E)``: project, split
+    into ``H`` heads of width ``d = E / H``, scaled dot-product attention in each head,
+    merge, project with ``W_o`` (no bias, no mask)."""
+    q = split_heads(queries @ W_q.T, num_heads)  # (B, Q, E) -> (B, H, Q, d)
+    k = split_heads(keys @ W_k.T, num_heads)  # (B, K, E) -> (B, H, K, d)
+    v = split_heads(values @ W_v.T, num_heads)  # (B, K, E) -> (B, H, K, d)
+    out = dot_product_attention(q, k, v)[0]  # (B, H, Q, d)
+    return merge_heads(out) @ W_o.T  # (B, H, Q, d) -> (B, Q, E) -> (B, Q, E)
+
+
+def _mha_inputs(H=None, d=None, n=None, self_attention=False):
+    def make(g):
+        B, heads = integer(g, 1, 2), H or integer(g, 2, 4)
+        width = d or integer(g, 2, 4)
+        Q, K = n or integer(g, 1, 4), n or integer(g, 2, 5)
+        E = heads * width
+        queries = randn(g, B, Q, E)
+        keys = queries if self_attention else randn(g, B, K, E)
+        values = queries if self_attention else randn(g, B, K, E)
+        # nn.Linear's scale (entries of size 1/sqrt(E)): the projections stay of size
+        # 1, so the softmax is not saturated and a wrong scale shows
+        W = [randn(g, E, E) / math.sqrt(E) for _ in range(4)]
+        return (queries, keys, values, *W, heads), {}
+
+    return make
+
+
+def _split(X, H, how):
+    """``(B, n, E)`` -> ``(B, H, n, d)``, right or as a mistake splits it."""
+    B, n, E = X.shape
+    if how == "reshape":  # straight to (B, H, n, d): tokens dealt to the heads
+        return X.reshape(B, H, n, E // H)
+    if how == "interleave":  # feature j to head j mod H
+        return X.reshape(B, n, E // H, H).permute(0, 3, 1, 2)
+    return X.reshape(B, n, H, E // H).transpose(1, 2)
+
+
+def _merge(X, how):
+    """``(B, H, n, d)`` -> ``(B, n, H d)``, right or as a mistake merges it."""
+    B, H, n, d = X.shape
+    if how == "reshape":
+        return X.reshape(B, n, H * d)
+    if how == "interleave":
+        return X.permute(0, 2, 3, 1).reshape(B, n, H * d)
+    return X.transpose(1, 2).reshape(B, n, H * d)
+
+
+def mha(
+    queries,
+    keys,
+    values,
+    W_q,
+    W_k,
+    W_v,
+    W_o,
+    H,
+    *,
+    split="right",
+    merge="right",
+    transposed=True,
+    output=True,
+    scale="sqrt",
+    dim=-1,
+    **options,
+):
+    """The multi-head layer of 7.3 with a mistake switched on: ``split`` / ``merge``
+    ("reshape", "interleave"), ``transposed=False`` (``X @ W``), ``output=False`` (no
+    ``W_o``), ``scale`` (:func:`scale_factor`), ``dim`` (the softmax's axis)."""
+
+    def project(X, W):
+        return X @ (W.T if transposed else W)
+
+    q = _split(project(queries, W_q), H, split)  # (B, H, Q, d)
+    k = _split(project(keys, W_k), H, split)  # (B, H, K, d)
+    v = _split(project(values, W_v), H, split)  # (B, H, K, d)
+    d = q.shape[-1]
+    s = q @ k.transpose(-1, -2) * scale_factor(scale, d, heads=H)  # (B, H, Q, K)
+    out = _merge(_weights(s, None, dim=dim, **options) @ v, merge)  # (B, Q, E)
+    return project(out, W_o) if output else out
+
+
+EX_7_3 = Exercise(
+    "7.3",
+    "multi_head_attention",
+    "multi_head_attention(queries, keys, values, W_q, W_k, W_v, W_o, num_heads)",
+    mha_reference,
+    (
+        Case("random sizes", _mha_inputs(), 12),
+        Case(
+            "self-attention: queries, keys and values are one tensor",
+            _mha_inputs(self_attention=True),
+            2,
+        ),
+        Case("one head", _mha_inputs(H=1), 2),
+        Case("one query and one key", _mha_inputs(n=1), 2),
+        Case("float32", in_float32(_mha_inputs()), 4),
+    ),
+    (
+        Mistake(
+            "heads-split-without-transpose",
+            "the projections (B, n, E) were reshaped straight to (B, H, n, d), and "
+            "the heads back the same way: that deals tokens, not features, to the "
+            "heads. Reshape to (B, n, H, d) and swap the n and H axes (transpose(1, "
+            "2)); to merge, swap them back before the reshape to (B, n, E)",
+            lambda *a: mha(*a, split="reshape", merge="reshape"),
+        ),
+        Mistake(
+            "split-without-transpose",
+            "the projections (B, n, E) were reshaped straight to (B, H, n, d): that "
+            "deals tokens, not features, to the heads. Reshape to (B, n, H, d) first, "
+            "then swap the n and H axes (transpose(1, 2))",
+            lambda *a: mha(*a, split="reshape"),
+        ),
+        Mistake(
+            "merge-without-transpose",
+            "the heads (B, H, n, d) were reshaped straight to (B, n, H*d): that mixes "
+            "tokens. Swap to (B, n, H, d) first (transpose(1, 2)), then reshape",
+            lambda *a: mha(*a, merge="reshape"),
+        ),
+        Mistake(
+            "interleaved-heads",
+            "the features are dealt to the heads in turn (feature j to head j mod H): "
+            "head h owns the contiguous block of features h*d .. h*d + d - 1 of each "
+            "projection",
+            lambda *a: mha(*a, split="interleave", merge="interleave"),
+        ),
+        Mistake(
+            "no-output-projection",
+            "the merged heads are returned as they are: the layer ends with the output "
+            "projection, concat @ W_o.T",
+            lambda *a: mha(*a, output=False),
+        ),
+        Mistake(
+            "weights-not-transposed",
+            "the inputs were multiplied by the weights as they are (X @ W): the "
+            "weights are in nn.Linear's layout (out, in), so a projection is X @ W.T",
+            lambda *a: mha(*a, transposed=False),
+        ),
+        Mistake(
+            "softmax-over-heads",
+            "the softmax runs over the heads (dim=1 of the (B, H, Q, K) scores): each "
+            "query's weights must sum to 1 over the keys, the last axis (dim=-1)",
+            lambda *a: mha(*a, dim=1),
+        ),
+    )
+    + mistakes(
+        lambda **o: lambda *a: mha(*a, **o),
+        HEADS,
+        SCALE,
+        SOFTMAX,
+        only=(
+            "scale-by-model-width",
+            "no-scale",
+            "divide-by-width",
+            "times-sqrt-width",
+            "softmax-over-queries",
         ),
     ),
 )
