@@ -63,6 +63,7 @@ STRINGS = {
     "list": "list them",
     "layers": "layers →",
     "heads": "heads ↓",
+    "picture": "Text: %1",  # above the static picture: the first text's name
     "static": (
         "A static view of every head (layers left to right, heads top to bottom; "
         "darker = more weight). Run the cell, or trust the notebook, to explore it."
@@ -185,6 +186,8 @@ def _fragment(payload: dict, png: str, language: str | None) -> str:
         f'lang="{lang}" style="background:#fff;color:#222;color-scheme:light;'
         f'padding:6px;border-radius:4px;max-width:100%;overflow:hidden">'
         f'<div class="ae-static">'
+        f'<p class="ae-caption" style="margin:0 0 4px 0;font-size:0.9em">'
+        f"{esc(strings['picture'].replace('%1', payload['texts'][0]['name']))}</p>"
         f'<img src="data:image/png;base64,{png}" alt="{esc(strings["static"])}" '
         f'style="max-width:100%;image-rendering:pixelated">'
         f'<p class="ae-note" style="margin:4px 0;font-size:0.9em">'
@@ -402,11 +405,42 @@ def _strings(language: str | None) -> dict[str, str]:
 
 # -- the static picture: every head of one text, without matplotlib ------------------
 _CELL, _GAP = 16, 2
+_SCALE = 2  # the digits' pixel size
+_INK = (34, 34, 34)  # the fragment's text colour, #222
+# 5 x 7 pixel digits (one row a string, "#" = ink), drawn _SCALE times larger
+_DIGITS = {
+    str(i): rows.split()
+    for i, rows in enumerate(
+        [
+            ".###. #...# #...# #...# #...# #...# .###.",
+            "..#.. .##.. ..#.. ..#.. ..#.. ..#.. .###.",
+            ".###. #...# ....# ...#. ..#.. .#... #####",
+            "##### ...#. ..#.. ...#. ....# #...# .###.",
+            "...#. ..##. .#.#. #..#. ##### ...#. ...#.",
+            "##### #.... ####. ....# ....# #...# .###.",
+            "..##. .#... #.... ####. #...# #...# .###.",
+            "##### ....# ...#. ..#.. .#... .#... .#...",
+            ".###. #...# #...# .###. #...# #...# .###.",
+            ".###. #...# #...# .#### ....# ...#. .##..",
+        ]
+    )
+}
+
+
+def _label(number: int) -> np.ndarray:
+    """The digits of ``number`` as a boolean bitmap (ink = True), one pixel apart."""
+    glyphs = []
+    for char in str(number):
+        glyph = np.array([[c == "#" for c in row] for row in _DIGITS[char]])
+        glyphs += [glyph, np.zeros((7, 1), bool)]
+    bitmap = np.concatenate(glyphs[:-1], axis=1)
+    return bitmap.repeat(_SCALE, axis=0).repeat(_SCALE, axis=1)
 
 
 def _static_png(weights: torch.Tensor) -> bytes:
     """A mosaic PNG of every head's weights (layers as columns, heads as rows), each
-    head downsampled to 16 x 16 on a square-root scale, white to dark blue."""
+    head downsampled to 16 x 16 on a square-root scale, white to dark blue; the heads
+    numbered on the left, every fifth layer below."""
     L, H, T, _ = weights.shape
     edges = np.linspace(0, T, _CELL + 1).round().astype(int)
     w = weights.sqrt().numpy()
@@ -423,8 +457,35 @@ def _static_png(weights: torch.Tensor) -> bytes:
                 y = _GAP + np.arange(H) * (_CELL + _GAP) + r
                 image[y, x] = 1 - block[layer]
     dark = np.array([8, 48, 107], float)  # the course's query blue, darkened
-    rgb = (255 - (255 - dark) * (1 - image[..., None])).round().astype(np.uint8)
-    rgb[image == 1] = 255
+    mosaic = (255 - (255 - dark) * (1 - image[..., None])).round().astype(np.uint8)
+    mosaic[image == 1] = 255
+    # the margins: head numbers on the left, every fifth layer's number below
+    heads = [_label(h) for h in range(H)]
+    layers = {layer: _label(layer) for layer in range(0, L, 5)}
+    left = max(b.shape[1] for b in heads) + 2 * _GAP
+    centres = {  # each labelled column's centre, in the mosaic
+        layer: _GAP + layer * (_CELL + _GAP) + _CELL // 2 for layer in layers
+    }
+    right = max(  # room for a wide number under the last columns
+        [0]
+        + [
+            centres[k] + (b.shape[1] + 1) // 2 - mosaic.shape[1]
+            for k, b in layers.items()
+        ]
+    )
+    high = max(b.shape[0] for b in layers.values())
+    top = mosaic.shape[0]
+    ink = np.zeros((top + _GAP + high + _GAP, left + mosaic.shape[1] + right), bool)
+    for h, bitmap in enumerate(heads):  # right-aligned, centred on its row
+        y = _GAP + h * (_CELL + _GAP) + (_CELL - bitmap.shape[0]) // 2
+        x = left - _GAP - bitmap.shape[1]
+        ink[y : y + bitmap.shape[0], x : x + bitmap.shape[1]] = bitmap
+    for layer, bitmap in layers.items():  # centred under its column
+        y, x = top + _GAP, left + centres[layer] - bitmap.shape[1] // 2
+        ink[y : y + bitmap.shape[0], x : x + bitmap.shape[1]] = bitmap
+    rgb = np.full((*ink.shape, 3), 255, np.uint8)
+    rgb[:top, left : left + mosaic.shape[1]] = mosaic
+    rgb[ink] = _INK
     return _png(rgb)
 
 

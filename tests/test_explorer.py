@@ -132,12 +132,20 @@ def test_the_fragment_is_self_contained_deterministic_and_safe(model):
 
 
 def test_the_static_picture_is_a_png_of_every_head(model):
-    ex = E.explore_heads(model, None, [torch.arange(20)])
+    ex = E.explore_heads(model, None, [torch.arange(20)], names=["twenty tokens"])
     png = E._static_png(ex.weights[0])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert width == LAYERS * (E._CELL + E._GAP) + E._GAP
-    assert height == HEADS * (E._CELL + E._GAP) + E._GAP
+    digit = 5 * E._SCALE, 7 * E._SCALE  # a number's width and height in pixels
+    left = digit[0] + 2 * E._GAP  # the heads' numbers (one digit each: 6 heads)
+    below = E._GAP + digit[1] + E._GAP  # layer 0's number
+    assert width == left + LAYERS * (E._CELL + E._GAP) + E._GAP
+    assert height == HEADS * (E._CELL + E._GAP) + E._GAP + below
+    # the picture's numbers: every head, every fifth layer (30 layers: 0, 5, .. 25)
+    assert E._label(7).shape == (digit[1], digit[0])
+    assert E._label(25).shape == (digit[1], 2 * digit[0] + E._SCALE)
+    # and the text it shows is named above it
+    assert '<p class="ae-caption"' in ex.html() and "Text: twenty tokens" in ex.html()
 
 
 def test_the_ui_speaks_the_notebooks_language(model, monkeypatch):
