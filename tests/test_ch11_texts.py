@@ -229,7 +229,7 @@ def test_converting_to_mqa_breaks_the_model_mean_pooling_less(ch, prose_ids, sta
     """11.6 on five other passages of 256 tokens of the held-out text (the chapter's
     is its last 256): the model's own GQA < MQA by mean-pooling < MQA keeping the first
     key/value head of each group, by large margins except between the two conversions
-    (1.7 nats on the passage at 512)."""
+    (1.7 nats on the passage at 512, the least: the chapter quotes it)."""
     x = prose_ids[:, start : start + 256]
     assert x.shape[1] == 256 and start + 256 <= prose_ids.shape[1] - 256
     gqa = ch["mean_loss"](ch["model"], x)
@@ -241,7 +241,11 @@ def test_converting_to_mqa_breaks_the_model_mean_pooling_less(ch, prose_ids, sta
         del converted
     assert gqa < 5.5, gqa
     assert mqa["mean"] > gqa + 3, (gqa, mqa)
-    assert mqa["first"] > mqa["mean"] + 1, mqa
+    gap = mqa["first"] - mqa["mean"]
+    if start == 512:  # the chapter's "by as little as 1.7 nats"
+        assert 1.6 < gap < 1.8, mqa
+    else:
+        assert gap > 2, mqa
 
 
 @pytest.mark.slow
