@@ -434,6 +434,64 @@ def test_numbers_may_be_numpy_scalars_or_zero_dim_tensors():
     assert "expected a number, got a value of type str" in report.text
 
 
+def test_12_1_names_a_solution_that_builds_per_head_keys():
+    """12.1 asks for the absorbed route: a solution that builds every head's keys or
+    values of the cached tokens (all heads at once, one head at a time, or only the
+    values) has the right values but is named; absorbed solutions in two styles pass,
+    and the extra check is fast."""
+
+    def keys_all_heads(q_nope, latent, W_uk, W_uv):
+        keys = torch.einsum("btr,hdr->bhtd", latent, W_uk)  # (B, H, T, dn)
+        values = torch.einsum("btr,hvr->bhtv", latent, W_uv)  # (B, H, T, dv)
+        scores = q_nope @ keys.mT / math.sqrt(q_nope.shape[-1])
+        return scores.softmax(-1) @ values
+
+    def keys_one_head_at_a_time(q_nope, latent, W_uk, W_uv):
+        out = []
+        for h in range(q_nope.shape[1]):
+            k, v = latent @ W_uk[h].T, latent @ W_uv[h].T  # (B, T, dn), (B, T, dv)
+            scores = q_nope[:, h] @ k.mT / math.sqrt(q_nope.shape[-1])
+            out.append(scores.softmax(-1) @ v)
+        return torch.stack(out, dim=1)
+
+    def values_only(q_nope, latent, W_uk, W_uv):
+        c = latent[:, None]  # (B, 1, T, r)
+        scores = (q_nope @ W_uk) @ c.mT / math.sqrt(q_nope.shape[-1])
+        return scores.softmax(-1) @ (c @ W_uv.mT)  # values (B, H, T, dv)
+
+    for naive in (keys_all_heads, keys_one_head_at_a_time, values_only):
+        report = ex.check("12.1", naive)
+        assert report.status == "failed", naive.__name__
+        assert report.mistake == "builds-per-head-keys", (naive.__name__, report.text)
+        assert "values are right" in report.text
+        assert "absorb W_uk into the query" in report.text
+
+    def absorbed_einsum(q_nope, latent, W_uk, W_uv):
+        q_latent = torch.einsum("bhqd,hdr->bhqr", q_nope, W_uk)
+        scores = torch.einsum("bhqr,btr->bhqt", q_latent, latent)
+        mixed = torch.einsum(
+            "bhqt,btr->bhqr", (scores / math.sqrt(q_nope.shape[-1])).softmax(-1), latent
+        )
+        return torch.einsum("bhqr,hvr->bhqv", mixed, W_uv)
+
+    def absorbed_one_head_at_a_time(q_nope, latent, W_uk, W_uv):
+        out = []
+        for h in range(q_nope.shape[1]):
+            q_latent = q_nope[:, h] @ W_uk[h]  # (B, 1, r)
+            scores = q_latent @ latent.mT / math.sqrt(q_nope.shape[-1])
+            out.append(scores.softmax(-1) @ latent @ W_uv[h].T)  # (B, 1, dv)
+        return torch.stack(out, dim=1)
+
+    for right in (absorbed_einsum, absorbed_one_head_at_a_time, SOLUTIONS["12.1"]):
+        report = ex.check("12.1", right)
+        assert report.passed, report.text
+    constraint = EXERCISES["12.1"].constraint
+    for fn, broken in ((absorbed_einsum, False), (keys_all_heads, True)):
+        start = time.perf_counter()
+        assert constraint.violated(fn, checker.draws(EXERCISES["12.1"])) is broken
+        assert time.perf_counter() - start < 5  # about 0.01 s here
+
+
 def test_the_report_shows_the_line_of_the_learner_s_code_that_raised():
     source = (
         "def masked_softmax(X, valid_lens):\n"

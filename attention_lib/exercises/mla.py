@@ -9,7 +9,7 @@ import torch
 from ..scoring import dot_product_attention
 from .families import SCALE, mistakes
 from .families import weights as _weights
-from .spec import Case, Exercise, Mistake, in_float32, integer, randn
+from .spec import Case, Constraint, Exercise, Mistake, in_float32, integer, randn
 
 
 def mla_absorbed_reference(q_nope, latent, W_uk, W_uv):
@@ -74,6 +74,47 @@ def _mla(
         :, None
     ]
     return mixed @ W_uv.transpose(1, 2) if up else mixed
+
+
+def _largest_result(fn, args) -> int:
+    """The most numbers in a tensor that a torch operation returns while ``fn`` runs
+    on ``args`` (views included), seen through a tensor subclass that watches every
+    operation on the inputs and on what is computed from them."""
+    largest = [0]
+
+    class Watched(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            out = super().__torch_function__(func, types, args, kwargs or {})
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    largest[0] = max(largest[0], t.numel())
+            return out
+
+    fn(*(a.clone().as_subclass(Watched) for a in args))
+    return largest[0]
+
+
+def _builds_per_head_keys(fn, draws) -> bool:
+    """Whether ``fn`` builds a per-head key or value of the cached tokens: on one
+    input with many cached tokens and wide heads (``B = 2``, ``H = 4``, ``T = 80``,
+    ``dn = 64``, ``dv = 56``, ``r = 2``), whether an operation in it returns a tensor of
+    ``T * min(dn, dv) = 4480`` numbers or more, the size of one head's keys or values
+    for one example. The absorbed route's largest is the latents seen by every head,
+    ``B * H * T * r = 1280`` numbers. ``draws`` (the drawn cases) are not needed."""
+    g = torch.Generator().manual_seed(12)
+    B, H, T, dn, dv, r = 2, 4, 80, 64, 56, 2
+    args = (
+        randn(g, B, H, 1, dn),
+        randn(g, B, T, r),
+        randn(g, H, dn, r) / math.sqrt(r),
+        randn(g, H, dv, r) / math.sqrt(r),
+    )
+    try:
+        largest = _largest_result(fn, args)
+    except Exception:
+        return False  # it runs on the drawn cases only: cannot tell
+    return largest >= T * min(dn, dv)
 
 
 def _build(**options):
@@ -147,5 +188,13 @@ EX_12_1 = Exercise(
             "times-sqrt-width",
             "scale-by-value-width",
         ),
+    ),
+    constraint=Constraint(
+        "builds-per-head-keys",
+        "it builds per-head keys or values of the cached tokens (W_uk or W_uv "
+        "applied to every latent: T x dn or T x dv numbers per head): absorb W_uk "
+        "into the query instead, q_nope @ W_uk (B, H, 1, r), score it against the "
+        "latents themselves, and apply W_uv once, to the weighted sum of the latents",
+        _builds_per_head_keys,
     ),
 )
