@@ -1,18 +1,19 @@
-"""Chapter 9's claims about trained models, checked over eleven pre-training seeds.
+"""Chapter 9's claims about trained models, checked over seventeen pre-training seeds.
 
 The notebook trains with seeds 0, 1, 2 (its time budget) and opens seed 0; this test
-repeats every claim that chapter 9 makes about the trained models with seeds 0..4, 6 and
-12..16 (the seeds with which a reader broke three of the chapter's earlier claims: seed
-13, "more than 75 %"; seed 16, "nothing is reduced to chance"; seeds 12, 13 and 15, the
-order of mean and first right after conversion), outside nbval. It does not copy the chapter's code: it reads the chapter's own
-definitions (the MQAR data, the training loop, the ablation, the conversion and
-uptraining, and the sliding-window decoder, and the upper-case constants, so the same
-budget of steps) from the notebook and runs them. One module-scoped fixture trains and
-measures every seed once (about 4 minutes single-threaded on a quiet machine, nearly all
-of it training, five models a seed: the chapter's three and the two equal-parameter
-controls); each test then checks one group of claims
-over all the seeds, so that a failure names the claim and the seeds, and claims that a
-result *varies* with the seed can be checked too.
+repeats every claim that chapter 9 makes about the trained models with seeds 0..16
+(among them the seeds with which readers broke four of the chapter's earlier claims:
+seed 13, "more than 75 %"; seed 16, "nothing is reduced to chance"; seeds 12, 13 and 15,
+the order of mean and first right after conversion; seed 9, "GQA with 4 key/value heads
+keeps more than half", 0.483), outside nbval. It does not copy the chapter's code: it
+reads the chapter's own definitions (the MQAR data, the training loop, the ablation, the
+conversion and uptraining, and the sliding-window decoder, and the upper-case constants,
+so the same budget of steps) from the notebook and runs them. One module-scoped fixture
+trains and measures every seed once (about 6 minutes single-threaded on a quiet machine,
+4 with the eleven seeds it had before, nearly all of it training, five models a seed:
+the chapter's three and the two equal-parameter controls); each test then checks one
+group of claims over all the seeds, so that a failure names the claim and the seeds, and
+claims that a result *varies* with the seed can be checked too.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ FUNCTIONS = {
     "generate_window",
 }
 TEST_SET = {"test_tokens", "test_targets", "test_asked"}
-SEEDS = (0, 1, 2, 3, 4, 6, 12, 13, 14, 15, 16)
+SEEDS = tuple(range(17))
 
 
 _wanted = definitions(FUNCTIONS, TEST_SET)
@@ -233,7 +234,7 @@ def test_conversion_and_uptraining(ch, results):
                     assert u10[n, method] < scratch[n], (seed, n, method)
         for method in ("mean", "first"):  # fewer heads, bigger loss
             assert conv[4, method] > conv[2, method] > conv[1, method], (seed, method)
-        assert conv[4, "mean"] > 0.5, seed  # "GQA with 4 ... keeps more than half"
+        assert conv[4, "mean"] > 0.45, seed  # "GQA with 4 ... keeps about half or more"
         assert conv[1, "first"] > conv[1, "mean"], (
             seed
         )  # "... the first, a little more"
@@ -265,9 +266,16 @@ def test_conversion_and_uptraining(ch, results):
     # with the seed: the mean in the figure's run (seed 0), the first head in others"
     assert 0 in gqa4_mean_ahead_converted, gqa4_mean_ahead_converted
     assert len(gqa4_mean_ahead_converted) < len(SEEDS), gqa4_mean_ahead_converted
-    # "MQA by the mean: about chance, 0.12 to 0.17 over the eleven seeds"
+    # "MQA by the mean: not much more than chance, 0.12 to 0.20 over the seventeen
+    # seeds"
     mqa_mean = [r["converted"][1, "mean"] for r in results.values()]
-    assert (round(min(mqa_mean), 2), round(max(mqa_mean), 2)) == (0.12, 0.17), mqa_mean
+    assert (round(min(mqa_mean), 2), round(max(mqa_mean), 2)) == (0.12, 0.20), mqa_mean
+    # "GQA with 4 key/value heads keeps about half or more (0.48 to 0.79 ...)"; seed 9:
+    # 0.483
+    gqa4_mean = [r["converted"][4, "mean"] for r in results.values()]
+    assert (round(min(gqa4_mean), 2), round(max(gqa4_mean), 2)) == (0.48, 0.79), (
+        gqa4_mean
+    )
 
 
 def test_generation_with_and_without_cache(results):

@@ -427,11 +427,22 @@ def test_a_forgotten_return_and_an_unfinished_case_are_told_apart_from_a_stub():
 
 
 def test_numbers_may_be_numpy_scalars_or_zero_dim_tensors():
+    """A number may come in any of these forms (9.1's task says so: "a tensor
+    holding one number" is accepted, as `.mean()` returns one)."""
     answer = EXERCISES["9.1"].reference
-    for kind in (np.float32, np.float64, torch.tensor, float):
+    one_element = (
+        np.float32,
+        np.float64,
+        torch.tensor,
+        float,
+        lambda x: torch.tensor([x]),
+    )
+    for kind in one_element:
         assert ex.check("9.1", lambda lg, t, kind=kind: kind(answer(lg, t))).passed
     report = ex.check("9.1", lambda logits, targets: "most of them")
     assert "expected a number, got a value of type str" in report.text
+    report = ex.check("9.1", lambda lg, t: torch.tensor([answer(lg, t)] * 2))
+    assert "expected a number, got a tensor of shape (2,)" in report.text
 
 
 def test_12_1_names_a_solution_that_builds_per_head_keys():
