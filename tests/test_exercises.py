@@ -266,12 +266,14 @@ BLIND = ROOT / "tests" / "exercise_blind"
 #: held-out set (141 solutions, 105 wrong) was run once on the final checker (commit
 #: 59a8806) and measured 85 of 105 (81 %), with no false verdict and no wrong name:
 #: the issue's goal, 80 %, is its floor. Do not tune the checker on the held-out set.
+#: Today: 93 of 115 (with 7.3's 7 of 10, and one 5.1 slip named since).
 BLIND_NAMED = {"dev": 0.95, "heldout": 0.80}
 
-#: Exercises added after the blind sets were written: no blind tester has seen them, and
-#: their own learner solutions are tested below (7.3: the whole multi-head layer, added
-#: when a reader found that 7.1 and 7.2 retype code chapter 7 shows).
-AFTER_BLIND = {"7.3"}
+#: Exercises a blind set leaves out, because they were added after it was written: 7.3
+#: (the whole multi-head layer, added when a reader found that 7.1 and 7.2 retype code
+#: chapter 7 shows) is in the held-out set only, written by a third blind tester and run
+#: once (tests/exercise_blind/heldout/README.md).
+AFTER_BLIND = {"dev": {"7.3"}, "heldout": set()}
 
 
 def blind_set(name: str) -> list[tuple[str, dict]]:
@@ -289,7 +291,7 @@ def blind_set(name: str) -> list[tuple[str, dict]]:
 @pytest.mark.parametrize("name", BLIND_NAMED)
 def test_blind_learner_solutions_are_judged_right_and_their_mistakes_named(name):
     solutions = blind_set(name)
-    assert {e for e, _ in solutions} == set(EXERCISES) - AFTER_BLIND
+    assert {e for e, _ in solutions} == set(EXERCISES) - AFTER_BLIND[name]
     rejected, accepted, misnamed, named, wrong = [], [], [], 0, 0
     for exercise, solution in solutions:
         report = ex.check(exercise, solution["fn"])
