@@ -371,6 +371,13 @@ def test_chapter_5_and_6_slips_are_named_on_every_seed(exercise, fn, name):
     """The reader's slips of 5.1 (softmax over dim=1, no scale, 1/sqrt(K)) and 6.1
     (tril(K - Q - 1)), with either fill: named on the check's own cases and on two
     other draws; the right solutions pass with nothing flagged."""
+    assert_named_on_every_seed(exercise, fn, name)
+
+
+def assert_named_on_every_seed(exercise, fn, name):
+    """``fn`` passes with nothing flagged (``name`` None), or fails with the likely
+    mistake ``name``, on the check's own cases and on the draws of ``SEEDS``; the report
+    prints that mistake's diagnosis."""
     for seed in (0, *SEEDS):
         report = run(exercise, fn, seed)
         if name is None:
@@ -802,15 +809,4 @@ def test_7_3_right_styles_pass_and_each_slip_is_named(fn, name):
     heads split by a reshape without transpose (or merged so), interleaved heads, the
     softmax over the heads or the queries and untransposed weights are each named, on
     the check's own cases and on two other draws."""
-    for seed in (0, *SEEDS):
-        report = run("7.3", fn, seed)
-        if name is None:
-            assert report.passed and report.mistake is None, (seed, report.text)
-        else:
-            assert report.status == "failed" and report.mistake == name, (
-                seed,
-                report.text,
-            )
-    if name is not None:
-        diagnosis = next(m for m in EXERCISES["7.3"].mistakes if m.name == name)
-        assert "Likely mistake: " + diagnosis.diagnosis in ex.check("7.3", fn).text
+    assert_named_on_every_seed("7.3", fn, name)
