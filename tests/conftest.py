@@ -18,18 +18,21 @@ def _seed():
 
 # `make test` runs two xdist workers with `--dist loadscope --no-loadscope-reorder`: a
 # module -- a notebook's cells, a browser module's pages -- goes to one worker whole, in
-# the order collected. Collected as is (chapters first), the site's page checks started
-# last and one worker ran them alone at the end. So the longest scopes go first
-# (measured in make test, seconds of one worker): then the short ones fill both workers.
+# the order collected. Collected as is (chapters first, then tests/ in alphabetical order),
+# a long scope could start last and leave one worker running it alone at the end. So the
+# longest scopes go first (seconds of one worker in make test, 2026-11-29), then the many
+# short ones fill both workers.
 LONGEST_FIRST = [
-    "tests/integration/test_site_pages.py",  # 250: every page at 1280 px, dark, 390 px
-    "tests/integration/test_site_zh.py",  # 30: two Chinese pages at 390 px, the switch
-    "tests/integration/test_site.py",  # 90
-    "chapters/09_watch_attention_learn.ipynb",  # 65: three small models trained
-    "tests/integration/test_jupyterlab.py",  # 65: JupyterLab over every chapter
-    "chapters/11_attention_in_a_real_model.ipynb",  # 40: SmolLM2
-    "chapters/13_linear_attention.ipynb",  # 55: five small models trained
-    "chapters/12_multi_head_latent_attention.ipynb",  # 30
+    "chapters/09_watch_attention_learn.ipynb",  # 110: three small models trained
+    "chapters/11_attention_in_a_real_model.ipynb",  # 105: SmolLM2
+    "chapters/13_linear_attention.ipynb",  # 75: five small models trained
+    "tests/test_exercises.py",  # 75: every exercise's checker, the blind solutions
+    "tests/test_portable.py",  # 55
+    "chapters/12_multi_head_latent_attention.ipynb",  # 50
+    "tests/integration/test_site.py",  # 50: the search, the landing page, a phone
+    "tests/integration/test_site_pages.py",  # 45: IN_MAKE_TEST's pages, light/dark/phone
+    "chapters/10_how_attention_runs_fast.ipynb",  # 40
+    "tests/integration/test_jupyterlab.py",  # 35: three chapters in JupyterLab
 ]
 
 

@@ -134,7 +134,22 @@ def render_alone(path: Path, tmp: Path) -> str:
     return html
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+# About 4.5 s a chapter: make test renders the first chapter, one with every kind of content
+# and the newest (as tests/integration/test_jupyterlab.py opens them), make long-tests (CI)
+# the ten others.
+RENDERED_IN_MAKE_TEST = ("01_", "03_", "13_")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        p
+        if p.name.startswith(RENDERED_IN_MAKE_TEST)
+        else pytest.param(p, marks=pytest.mark.slow)
+        for p in CHAPTERS
+    ],
+    ids=lambda p: p.stem,
+)
 def test_chapter_renders_alone(path, tmp_path):
     html = render_alone(path, tmp_path)
     parser = Images()

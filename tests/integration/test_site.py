@@ -50,6 +50,26 @@ MAX_EXPLORER_GZIP = 450_000
 MAX_PAGE_BYTES = 2_600_000
 HAN = r"[\u3400-\u9fff]"
 
+# make test's share of the browser checks. A page in Chromium costs seconds of a worker
+# (a chapter with axe-core, dark mode and the phone: about 30 s), and every page, variant
+# and search of the checks below came to about 17 of make test's 30 minutes of worker
+# time. make test runs each check on these pages, or on the first case of a parametrized
+# check; make long-tests (run by CI after make test) runs every other page and case, so CI
+# still checks them all. The two pages: the front page and a chapter with every kind of
+# content (tables, formulas, code and outputs, plots, diagrams, collapsed solutions).
+IN_MAKE_TEST = ["book/intro", "chapters/03_masked_softmax"]
+
+
+def in_make_test(cases, keep=1):
+    """Parametrize a browser check: the cases in ``keep`` (a list), or the first ``keep``
+    (a number), run in make test; the others are marked slow (make long-tests)."""
+    out = []
+    for i, case in enumerate(cases):
+        kept = case in keep if isinstance(keep, list) else i < keep
+        args = case if isinstance(case, tuple) else (case,)
+        out.append(case if kept else pytest.param(*args, marks=pytest.mark.slow))
+    return out
+
 
 def visit(
     browser,
@@ -109,11 +129,19 @@ def visit(
     assert response is not None and response.status == 200, (
         f"{url}: status {response and response.status}"
     )
+    wait_for_mathjax(page)
+    return context, page, problems
+
+
+def wait_for_mathjax(page):
+    """Until MathJax has loaded its components (its font file among them) and typeset the
+    page. "networkidle" alone is not enough on a busy machine: MathJax requests its
+    components one after another, and a pause of 500 ms between two of them let a test
+    navigate on and abort the next (net::ERR_ABORTED, a failure of the test, not the site)."""
     page.wait_for_function(
         "() => window.MathJax === undefined || (MathJax.startup && MathJax.startup.promise)"
     )
     page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
-    return context, page, problems
 
 
 def as_phone(context, page):
@@ -273,7 +301,7 @@ SEARCH = {
 }
 
 
-@pytest.mark.parametrize("doc, word", SEARCH.items())
+@pytest.mark.parametrize("doc, word", in_make_test(list(SEARCH.items())))
 def test_search_finds_chapter(browser, site_url, doc, word):
     context, page, problems = visit(browser, f"{site_url}/search.html?q={word}")
     try:
@@ -291,11 +319,13 @@ def test_search_finds_chapter(browser, site_url, doc, word):
 
 @pytest.mark.parametrize(
     "query, doc",
-    [
-        ("delta rule", "chapters/13_linear_attention"),
-        ("sliding window", "chapters/11_attention_in_a_real_model"),
-        ("KVCache", "chapters/08_grouped_query"),
-    ],
+    in_make_test(
+        [
+            ("delta rule", "chapters/13_linear_attention"),
+            ("sliding window", "chapters/11_attention_in_a_real_model"),
+            ("KVCache", "chapters/08_grouped_query"),
+        ]
+    ),
 )
 def test_a_concept_search_ranks_its_chapter_above_the_reference_pages(
     browser, site_url, query, doc
@@ -315,17 +345,25 @@ def test_a_concept_search_ranks_its_chapter_above_the_reference_pages(
             "#search-results ul li a", "els => els.map(e => e.getAttribute('href'))"
         )
         found = [i for i, h in enumerate(hits) if doc in h]
-        refs = [i for i, h in enumerate(hits) if "book/api" in h or "book/references" in h]
+        refs = [
+            i for i, h in enumerate(hits) if "book/api" in h or "book/references" in h
+        ]
         assert found, f"{query!r} did not find {doc}: {json.dumps(hits[:10])}"
-        assert refs, f"{query!r}: the reference pages should still be listed: {hits[:10]}"
+        assert refs, (
+            f"{query!r}: the reference pages should still be listed: {hits[:10]}"
+        )
         assert found[0] < refs[0], f"{query!r}: {json.dumps(hits[:10])}"
         assert not problems, "\n".join(problems)
     finally:
         context.close()
 
 
-@pytest.mark.parametrize("edition", ["", "zh/"])
-@pytest.mark.parametrize("word", ["rotary", "softmax"])
+@pytest.mark.parametrize(
+    "word, edition",
+    in_make_test(
+        [("rotary", ""), ("rotary", "zh/"), ("softmax", ""), ("softmax", "zh/")]
+    ),
+)
 def test_search_snippets_show_the_text_around_the_match(
     browser, site_url, edition, word
 ):
@@ -414,7 +452,9 @@ def check_page_weight(page, doc, loaded):
     source = (HTML / f"{doc}.html").read_text(encoding="utf-8")
     for fragment in EXPLORER.findall(source):
         packed = len(gzip.compress(fragment.encode(), 9))
-        assert packed <= MAX_EXPLORER_GZIP, f"{doc}: a head explorer of {packed:,d} B gzipped"
+        assert packed <= MAX_EXPLORER_GZIP, (
+            f"{doc}: a head explorer of {packed:,d} B gzipped"
+        )
         total -= len(fragment.encode())
     heaviest = sorted(loaded, reverse=True)[:5]
     assert total <= MAX_PAGE_BYTES, (
@@ -488,6 +528,7 @@ def test_drawers_open_on_a_phone(browser, site_url):
         context.close()
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST)
 def test_sidebar_collapses_on_a_desktop(browser, site_url):
     context, page, problems = visit(browser, f"{site_url}/{CHAPTERS[0]}.html")
     try:
@@ -515,7 +556,7 @@ def test_sidebar_collapses_on_a_desktop(browser, site_url):
         context.close()
 
 
-@pytest.mark.parametrize("width", [1280, PHONE])
+@pytest.mark.parametrize("width", in_make_test([1280, PHONE], keep=0))
 def test_search_stays_reachable_on_a_long_chapter(browser, site_url, width):
     context, page, problems = visit(
         browser, f"{site_url}/{CHAPTERS[0]}.html", width=width
@@ -540,6 +581,7 @@ def test_search_stays_reachable_on_a_long_chapter(browser, site_url, width):
         context.close()
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST)
 def test_no_chapter_line_peeks_above_the_sidebar_search(browser, site_url):
     """The sidebar scrolls to the current chapter (chapter 8); its sticky search field then
     covers the sidebar's top padding too: no half-cut line of the list shows above it."""
@@ -573,7 +615,7 @@ def test_no_chapter_line_peeks_above_the_sidebar_search(browser, site_url):
         context.close()
 
 
-@pytest.mark.parametrize("doc", [TOC["root"], CHAPTERS[0]])
+@pytest.mark.parametrize("doc", in_make_test([TOC["root"], CHAPTERS[0]], keep=0))
 def test_phone_in_dark_mode(browser, site_url, doc):
     context, page, problems = visit(browser, f"{site_url}/{doc}.html", "dark", PHONE)
     try:
@@ -592,6 +634,7 @@ def test_phone_in_dark_mode(browser, site_url, doc):
         context.close()
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST)
 def test_as_phone_is_a_fresh_phone_visit(browser, site_url):
     """test_site_pages measures each page on a phone by turning its 1280 px load into one
     (as_phone): that must be what a phone's own load shows -- the same media, layout,
@@ -627,6 +670,7 @@ def test_as_phone_is_a_fresh_phone_visit(browser, site_url):
     assert turned_shot == fresh_shot, "the first screen differs"
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST)
 def test_print_wraps_code_lines(browser, site_url):
     context, page, problems = visit(browser, f"{site_url}/{CHAPTERS[0]}.html")
     try:

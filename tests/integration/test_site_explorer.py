@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 import torch
-from test_site import HTML, check_accessibility, visit
+from test_site import HTML, check_accessibility, in_make_test, visit
 
 DOC = "chapters/11_attention_in_a_real_model"
 READY = ".attention-explorer[data-ready]"
@@ -63,7 +63,7 @@ def state(page) -> dict:
     )
 
 
-@pytest.mark.parametrize("edition", ["", "zh/"])
+@pytest.mark.parametrize("edition", in_make_test(["", "zh/"]))
 def test_the_page_shows_the_numbers_its_data_holds(browser, site_url, edition):
     data = page_data(edition)
     context, page, problems = open_explorer(browser, site_url, edition)
@@ -98,12 +98,14 @@ def test_the_page_shows_the_numbers_its_data_holds(browser, site_url, edition):
 
 @pytest.mark.parametrize(
     "edition, width, scheme",
-    [
-        ("", 1280, "light"),
-        ("", 390, "dark"),
-        ("zh/", 1280, "dark"),
-        ("zh/", 390, "light"),
-    ],
+    in_make_test(
+        [
+            ("", 1280, "light"),
+            ("", 390, "dark"),
+            ("zh/", 1280, "dark"),
+            ("zh/", 390, "light"),
+        ]
+    ),
 )
 def test_a_reader_finds_an_induction_head_and_the_sink(
     browser, site_url, edition, width, scheme
@@ -175,6 +177,7 @@ def test_a_reader_finds_an_induction_head_and_the_sink(
         context.close()
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST in test_site.py)
 def test_the_keyboard_reaches_every_control(browser, site_url):
     context, page, problems = open_explorer(browser, site_url)
     try:
@@ -208,6 +211,7 @@ def test_the_keyboard_reaches_every_control(browser, site_url):
         context.close()
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST in test_site.py)
 def test_print_shows_the_static_picture(browser, site_url):
     context, page, problems = open_explorer(browser, site_url)
     try:

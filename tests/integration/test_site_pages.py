@@ -7,6 +7,7 @@ from test_site import (  # noqa: F401
     CONFIG,
     DARK_PAGES,
     HTML,
+    IN_MAKE_TEST,
     PAGES,
     PHONE,
     REPO,
@@ -16,11 +17,12 @@ from test_site import (  # noqa: F401
     check_figures,
     check_fits_a_phone,
     check_page_weight,
+    in_make_test,
     visit,
 )
 
 
-@pytest.mark.parametrize("doc", PAGES)
+@pytest.mark.parametrize("doc", in_make_test(PAGES, keep=IN_MAKE_TEST))
 def test_page(browser, site_url, doc):
     """The page at 1280 px, then (DARK_PAGES) dark, then the same load turned into a phone
     at 390 px (as_phone)."""
@@ -154,6 +156,7 @@ def other_pages() -> list[str]:
     return [d for d in found if d not in toc]
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST in test_site.py)
 def test_every_other_page_fits_a_phone(browser, site_url):
     """Together with test_page and test_site_zh's test_chinese_page (two Chinese pages in
     make test, the others in make long-tests), every page of both editions is measured

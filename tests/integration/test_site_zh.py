@@ -9,7 +9,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from test_site import ARTIFACTS, PAGES, PHONE, ROOT, check_fits_a_phone, settle, visit
+from test_site import (
+    ARTIFACTS,
+    IN_MAKE_TEST,
+    PAGES,
+    PHONE,
+    ROOT,
+    check_fits_a_phone,
+    in_make_test,
+    settle,
+    visit,
+    wait_for_mathjax,
+)
 
 HTML = ROOT / "_build" / "html"
 ZH = HTML / "zh"
@@ -36,19 +47,9 @@ def test_both_editions_have_the_same_section_ids(doc):
     assert section_ids(ZH / f"{doc}.html") == section_ids(HTML / f"{doc}.html")
 
 
-# Every Chinese page on a phone is about 100 s of one test worker, over make test's budget:
-# make test checks these two (the front page and a chapter with tables, formulas, diagrams
-# and collapsed solutions), make long-tests (run by CI after make test) every other one.
-IN_MAKE_TEST = ["book/intro", "chapters/03_masked_softmax"]
-
-
-@pytest.mark.parametrize(
-    "doc",
-    [
-        d if d in IN_MAKE_TEST else pytest.param(d, marks=pytest.mark.slow)
-        for d in PAGES
-    ],
-)
+# Every Chinese page on a phone is about 100 s of one test worker: make test checks the
+# pages of IN_MAKE_TEST (test_site.py), make long-tests every other one.
+@pytest.mark.parametrize("doc", in_make_test(PAGES, keep=IN_MAKE_TEST))
 def test_chinese_page(browser, site_url, doc):
     """Each Chinese page, on a phone (390 px: Chinese tables and the header's switch must
     fit too; the English pages are checked at 1280 px, dark and 390 px by test_site_pages)."""
@@ -163,6 +164,7 @@ SECTION_AT_TOP = """() => {
 }"""
 
 
+@pytest.mark.slow  # make long-tests (IN_MAKE_TEST in test_site.py)
 def test_the_switch_keeps_the_section_after_plain_scrolling(browser, site_url):
     """No #anchor in the URL: the reader scrolled half-way down a Chinese chapter, switches to
     English and back, and lands in the same section each time (course.js)."""
@@ -178,6 +180,7 @@ def test_the_switch_keeps_the_section_after_plain_scrolling(browser, site_url):
         for lang, prefix in (("en", ""), ("zh-CN", "/zh")):
             page.click(f".course-lang-switch a[hreflang={lang}]")
             page.wait_for_load_state("networkidle")
+            wait_for_mathjax(page)  # before the next click navigates away
             assert page.url == f"{site_url}{prefix}/{doc}.html#{here}", (
                 lang,
                 page.url,
@@ -192,7 +195,7 @@ def test_the_switch_keeps_the_section_after_plain_scrolling(browser, site_url):
         context.close()
 
 
-@pytest.mark.parametrize("offset", [-8, 4, 30])
+@pytest.mark.parametrize("offset", in_make_test([-8, 4, 30], keep=0))
 def test_the_switch_keeps_a_section_whose_heading_sits_at_the_top_bar(
     browser, site_url, offset
 ):
@@ -238,16 +241,18 @@ def test_the_switch_keeps_a_section_whose_heading_sits_at_the_top_bar(
 
 @pytest.mark.parametrize(
     "word, doc",
-    [
-        ("注意力汇聚", "chapters/01_queries_keys_values"),
-        ("带宽", "chapters/02_nadaraya_watson"),
-        ("键值缓存", "chapters/08_grouped_query"),
-        # chapter 13's terms, whole words for jieba because the glossary lists them
-        ("线性注意力", "chapters/13_linear_attention"),
-        ("衰减门", "chapters/13_linear_attention"),
-        ("随机特征", "chapters/13_linear_attention"),
-        ("联想记忆", "chapters/13_linear_attention"),
-    ],
+    in_make_test(
+        [
+            ("注意力汇聚", "chapters/01_queries_keys_values"),
+            ("带宽", "chapters/02_nadaraya_watson"),
+            ("键值缓存", "chapters/08_grouped_query"),
+            # chapter 13's terms, whole words for jieba because the glossary lists them
+            ("线性注意力", "chapters/13_linear_attention"),
+            ("衰减门", "chapters/13_linear_attention"),
+            ("随机特征", "chapters/13_linear_attention"),
+            ("联想记忆", "chapters/13_linear_attention"),
+        ]
+    ),
 )
 def test_chinese_search_finds_the_chapter(browser, site_url, word, doc):
     context, page, problems = visit(
