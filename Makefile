@@ -78,9 +78,9 @@ test: book browser-deps
 # chapters' claims about trained models (tests/test_ch*_seeds.py), a learner's and Colab's fresh virtual
 # environments installed from the pins (tests/integration/test_learner.py, test_colab.py), the Chinese
 # notebooks under nbval, and the rest of the slow-marked checks. Its time: MAINTAINERS.md, "Measured".
-# Some of them (the Chinese pages on a phone) read the built site: built here if make test has not.
-long-tests: $(STAMP) browser-deps
-	@test -f _build/html/index.html || $(MAKE) book
+# Many of them (every page of the site in Chromium but make test's few) read the built site: book builds it
+# if it is missing or older than its sources, and is a no-op after make test.
+long-tests: book browser-deps
 	$(ONE_THREAD) $(PY) -m pytest -n $(JOBS) --dist loadscope tests chapters/zh_CN $(NBVAL_RUN) $(PRACTICE) -m slow
 
 unit: $(STAMP)
@@ -146,15 +146,22 @@ diagrams: $(STAMP)
 # which tools/check_translations.py compares with locales/) and the Chinese site, built from the
 # catalogs in locales/zh_CN/ into _build/zh and copied into _build/html/zh (tools/build_book.py).
 # The three builds run side by side (two cores); how long: MAINTAINERS.md, "Measured".
-book: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS)
-	@mkdir -p _build
+# They run again only when a file the site is built from changed since the last build (the
+# stamp _build/html/.built): make test on an unchanged tree goes straight to the tests.
+BOOK_SOURCES := _config.yml _toc.yml tools/build_book.py $(shell find book chapters locales attention_lib \
+    -type f -not -path '*/__pycache__/*' -not -path '*/.ipynb_checkpoints/*' -not -name '*.mo' 2>/dev/null)
+BOOK_STAMP := _build/html/.built
+book: $(BOOK_STAMP)
+$(BOOK_STAMP): $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS) $(BOOK_SOURCES)
+	@mkdir -p _build && rm -f $(BOOK_STAMP)
 	@$(PY) tools/build_book.py zh > _build/zh.log 2>&1 & chinese=$$!; \
 	$(PY) tools/build_book.py gettext > _build/gettext.log 2>&1 & messages=$$!; \
 	$(VENV)/bin/jupyter-book build . --all --warningiserror --nitpick --keep-going; english=$$?; \
 	wait $$chinese; chinese=$$?; wait $$messages; messages=$$?; \
 	tail -n 3 _build/zh.log _build/gettext.log; \
 	if [ $$chinese != 0 ] || [ $$messages != 0 ]; then grep -ihE "warning|error" _build/zh.log _build/gettext.log | head -40; fi; \
-	[ $$english = 0 ] && [ $$chinese = 0 ] && [ $$messages = 0 ] && echo "Both editions: _build/html (English) and _build/html/zh (中文)"
+	[ $$english = 0 ] && [ $$chinese = 0 ] && [ $$messages = 0 ] && echo "Both editions: _build/html (English) and _build/html/zh (中文)" \
+	    && touch $(BOOK_STAMP)
 
 # After an English edit: update the catalogs (a changed message turns fuzzy, a new one is empty),
 # then translate what tools/check_translations.py lists (make test fails until then).
@@ -178,9 +185,9 @@ practice: $(STAMP)
 # The whole book as one PDF, in each edition: a single-page HTML build printed by the tests' Chromium (tools/build_pdf.py).
 # Not part of `make test` (it takes longer than the test budget allows). The PDFs come from their own single-page
 # builds, not from the website: the site (where each PDF is copied, for its download link) is built first only if it
-# is not there yet, so `make book && make pdf` builds it once.
+# is missing or older than its sources, so `make book && make pdf` builds it once.
 pdf: $(STAMP) $(MATHJAX) $(FAVICON) $(THEME_CSS) browser-deps
-	@test -f _build/html/index.html || $(MAKE) book
+	@$(MAKE) --no-print-directory book
 	$(PY) tools/build_pdf.py
 	$(PY) -m pytest -q -p no:cacheprovider tests/integration/pdf_book_check.py
 
