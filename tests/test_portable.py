@@ -33,6 +33,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from make_test_share import CHAPTERS_IN_MAKE_TEST, in_make_test
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -134,20 +135,14 @@ def render_alone(path: Path, tmp: Path) -> str:
     return html
 
 
-# About 4.5 s a chapter: make test renders the first chapter, one with every kind of content
-# and the newest (as tests/integration/test_jupyterlab.py opens them), make long-tests (CI)
-# the ten others.
-RENDERED_IN_MAKE_TEST = ("01_", "03_", "13_")
-
-
+# About 4.5 s a chapter: make test renders three (tests/make_test_share.py, the chapters
+# JupyterLab opens there), make long-tests (CI) the ten others.
 @pytest.mark.parametrize(
     "path",
-    [
-        p
-        if p.name.startswith(RENDERED_IN_MAKE_TEST)
-        else pytest.param(p, marks=pytest.mark.slow)
-        for p in CHAPTERS
-    ],
+    in_make_test(
+        CHAPTERS,
+        keep=[p for p in CHAPTERS if p.name.startswith(CHAPTERS_IN_MAKE_TEST)],
+    ),
     ids=lambda p: p.stem,
 )
 def test_chapter_renders_alone(path, tmp_path):

@@ -38,14 +38,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from make_test_share import CHAPTERS_IN_MAKE_TEST
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 ZH_CHAPTERS = sorted((ROOT / "chapters" / "zh_CN").glob("*.ipynb"))
 JUPYTER = Path(sys.executable).parent / "jupyter"
-# A chapter is about 7 s of one worker: make test opens the first chapter, one with every
-# kind of content and the newest; make long-tests (CI) the ten others and the Chinese ones.
-IN_MAKE_TEST = ("01_", "03_", "13_")
+# A chapter is about 7 s of one worker: make test opens three (tests/make_test_share.py),
+# make long-tests (CI) the ten others and the Chinese ones.
+IN_MAKE_TEST = CHAPTERS_IN_MAKE_TEST
 
 # Every cell rendered (JupyterLab 4 otherwise renders only the cells in view), no kernel
 # shut-down prompts, no announcements fetched from the network.

@@ -23,6 +23,7 @@ from urllib.parse import quote, urlparse
 
 import pytest
 import yaml
+from make_test_share import PAGES_IN_MAKE_TEST, in_make_test
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = ROOT / "_build" / "html"
@@ -50,25 +51,9 @@ MAX_EXPLORER_GZIP = 450_000
 MAX_PAGE_BYTES = 2_600_000
 HAN = r"[\u3400-\u9fff]"
 
-# make test's share of the browser checks. A page in Chromium costs seconds of a worker
-# (a chapter with axe-core, dark mode and the phone: about 30 s), and every page, variant
-# and search of the checks below came to about 17 of make test's 30 minutes of worker
-# time. make test runs each check on these pages, or on the first case of a parametrized
-# check; make long-tests (run by CI after make test) runs every other page and case, so CI
-# still checks them all. The two pages: the front page and a chapter with every kind of
-# content (tables, formulas, code and outputs, plots, diagrams, collapsed solutions).
-IN_MAKE_TEST = ["book/intro", "chapters/03_masked_softmax"]
-
-
-def in_make_test(cases, keep=1):
-    """Parametrize a browser check: the cases in ``keep`` (a list), or the first ``keep``
-    (a number), run in make test; the others are marked slow (make long-tests)."""
-    out = []
-    for i, case in enumerate(cases):
-        kept = case in keep if isinstance(keep, list) else i < keep
-        args = case if isinstance(case, tuple) else (case,)
-        out.append(case if kept else pytest.param(*args, marks=pytest.mark.slow))
-    return out
+# make test's share of the browser checks (tests/make_test_share.py): the pages of
+# IN_MAKE_TEST, or the first case of a parametrized check; make long-tests the others.
+IN_MAKE_TEST = PAGES_IN_MAKE_TEST
 
 
 def visit(
