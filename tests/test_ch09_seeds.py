@@ -1,17 +1,17 @@
 """Chapter 9's claims about trained models, checked over seventeen pre-training seeds.
 
-The notebook trains with seeds 0, 1, 2 (its time budget) and opens seed 0; this test
+The notebook trains with seeds 0 and 1 (its time budget) and opens seed 0; this test
 repeats every claim that chapter 9 makes about the trained models with seeds 0..16
-(among them the seeds with which readers broke four of the chapter's earlier claims:
-seed 13, "more than 75 %"; seed 16, "nothing is reduced to chance"; seeds 12, 13 and 15,
-the order of mean and first right after conversion; seed 9, "GQA with 4 key/value heads
-keeps more than half", 0.483), outside nbval. It does not copy the chapter's code: it
+(seventeen, because readers broke earlier claims with seeds the chapter did not run;
+the exceptions the chapter names are seed 4, the mean ahead of the first head right
+after pooling 4 heads, and seeds 6 and 14, the first head ahead after 10 uptraining
+steps with 2 key/value heads), outside nbval. It does not copy the chapter's code: it
 reads the chapter's own definitions (the MQAR data, the training loop, the ablation, the
 conversion and uptraining, and the sliding-window decoder, and the upper-case constants,
 so the same budget of steps) from the notebook and runs them. One module-scoped fixture
-trains and measures every seed once (about 6 minutes single-threaded on a quiet machine,
-4 with the eleven seeds it had before, nearly all of it training, five models a seed:
-the chapter's three and the two equal-parameter controls); each test then checks one
+trains and measures every seed once (5 to 7 minutes single-threaded, nearly all of it
+training, five models a seed: the chapter's three and the two equal-parameter
+controls); each test then checks one
 group of claims over all the seeds, so that a failure names the claim and the seeds, and
 claims that a result *varies* with the seed can be checked too.
 """
@@ -59,7 +59,7 @@ def _load_chapter() -> dict:
     assert found == FUNCTIONS, f"missing in the chapter: {FUNCTIONS - found}"
     assert TEST_SET <= namespace.keys(), "the chapter's test set was not found"
     # the chapter's budget (the claims are about this budget)
-    assert (namespace["STEPS"], namespace["BATCH"], namespace["LR"]) == (200, 64, 3e-3)
+    assert (namespace["STEPS"], namespace["BATCH"], namespace["LR"]) == (200, 32, 3e-3)
     assert namespace["UPTRAIN_STEPS"] == 10 and namespace["CURVE_STEPS"] == (
         10,
         20,
@@ -164,16 +164,46 @@ def results(ch):
 def test_all_three_learn_the_lookup_mha_first(ch, results):
     """9.3 and its loss figure."""
     three = ("MHA", "GQA", "MQA")  # the chapter's models (the controls: next test)
+    mqa_before_gqa = set()
     for seed, r in results.items():
         acc = {name: r["acc"][name] for name in three}
         curve = {name: r["curve"][name] for name in three}
         assert all(a >= 0.95 for a in acc.values()), (seed, acc)
         assert curve["MHA"][99] < min(curve["GQA"][99], curve["MQA"][99]), seed
-        assert all(c[-1] < 0.1 for c in curve.values()), seed  # seed 11: MQA 0.055
+        assert all(c[-1] < 0.15 for c in curve.values()), seed  # seed 11: MQA 0.114
         assert all(abs(c[39] - math.log(8)) < 0.15 for c in curve.values()), seed
         assert all(
             abs(loss - math.log(ch["VOCAB"])) < 0.5 for loss in r["first_loss"].values()
         ), seed
+        if curve["MQA"][99] < curve["GQA"][99]:
+            mqa_before_gqa.add(seed)
+    # "In these seeds [0, 1] GQA clicks before MQA, but ... with seed 6, for one, MQA
+    # clicked first"
+    assert 6 in mqa_before_gqa and not {0, 1} & mqa_before_gqa, mqa_before_gqa
+
+
+def test_multi_head_first_is_a_tendency(ch):
+    """9.3: "MHA before MQA with every one of 26 seeds, but with seed 20 GQA level with
+    MHA (its loss at step 100 a little lower)": seeds 17..25, the first 100 steps of
+    the chapter's three models (the same batches give the same first 100 steps as a run
+    of 200)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        at_100 = {
+            (name, seed): ch["smooth"](
+                ch["train_from_scratch"](kv, seed, steps=100)[1]
+            )[99]
+            for seed in range(17, 26)
+            for name, kv in ch["KV_HEADS"].items()
+        }
+    finally:
+        torch.set_num_threads(threads)
+    for seed in range(17, 26):
+        assert at_100["MHA", seed] < at_100["MQA", seed], (seed, at_100)
+    gqa_first = {s for s in range(17, 26) if at_100["GQA", s] < at_100["MHA", s]}
+    assert gqa_first == {20}, gqa_first
+    assert at_100["MHA", 20] - at_100["GQA", 20] < 0.1, at_100  # level: a little lower
 
 
 def test_mha_first_is_not_the_parameter_count(results):
@@ -202,26 +232,33 @@ def test_questions_look_at_the_record(results):
     for seed, r in results.items():
         assert max(r["per_head"]) < 0.8, (seed, r["per_head"])
         assert r["combined"] >= 0.9 and r["combined"] > max(r["per_head"]) + 0.15, seed
-    # "over all positions ... from 0.74 to 0.95 over the seeds of the test"
+    # "over all positions ... from 0.71 to 0.96 over the seeds of the test"
     anywhere = [r["anywhere"] for r in results.values()]
-    assert (round(min(anywhere), 2), round(max(anywhere), 2)) == (0.74, 0.95), anywhere
+    assert (round(min(anywhere), 2), round(max(anywhere), 2)) == (0.71, 0.96), anywhere
 
 
 def test_head_ablation(results):
-    """9.4: no head does it alone, none is indispensable, the cheapest costs at most a
-    few points (seed 10: 1.6 points; under half a point in the chapter's run)."""
+    """9.4: no head does it alone, none is indispensable, the cheapest costs at most two
+    points (seed 16: 1.1), and whether every head costs something varies with the seed
+    (seed 0, the chapter's figure: every head at least half a point; seed 1: one head
+    nothing)."""
+    every_head_costs = set()
     for seed, r in results.items():
         drop_one, only_one = r["drop_one"], r["only_one"]
         assert max(only_one) < 0.6 and min(only_one) > 1 / 8, (seed, only_one)
         assert min(drop_one) > 0.85, (seed, drop_one)
-        assert max(drop_one) > r["acc"]["MHA"] - 0.03, (seed, drop_one)
+        assert max(drop_one) > r["acc"]["MHA"] - 0.02, (seed, drop_one)
         assert abs(r["none_left"] - 1 / 8) < 0.05, seed
+        if max(drop_one) < r["acc"]["MHA"] - 0.005:
+            every_head_costs.add(seed)
+    assert 0 in every_head_costs and 1 not in every_head_costs, every_head_costs
 
 
 def test_conversion_and_uptraining(ch, results):
     """9.5: the bar chart, the recovery curve and the five observations."""
     ten, forty = ch["UPTRAIN_STEPS"], ch["CURVE_STEPS"][-1]
     mqa_mean_ahead_at_10, gqa4_mean_ahead_converted = set(), set()
+    gqa2_first_ahead_at_10, gqa2_mean_ahead_converted = set(), set()
     for seed, r in results.items():
         acc, conv, up = r["acc"], r["converted"], r["up"]
         u10 = {key: tested[ten] for key, tested in up.items()}
@@ -234,22 +271,21 @@ def test_conversion_and_uptraining(ch, results):
                     assert u10[n, method] < scratch[n], (seed, n, method)
         for method in ("mean", "first"):  # fewer heads, bigger loss
             assert conv[4, method] > conv[2, method] > conv[1, method], (seed, method)
-        assert conv[4, "mean"] > 0.45, seed  # "GQA with 4 ... keeps about half or more"
-        assert conv[1, "first"] > conv[1, "mean"], (
-            seed
-        )  # "... the first, a little more"
+        assert conv[4, "mean"] > 0.55, seed  # "GQA with 4 ... keeps well over half"
         if conv[4, "mean"] > conv[4, "first"]:
             gqa4_mean_ahead_converted.add(seed)
         assert u10[4, "mean"] >= 0.9, seed
         assert u10[4, "mean"] > u10[2, "mean"] > u10[1, "mean"], seed
-        for n in (4, 2):
-            assert u10[n, "mean"] > u10[n, "first"], (seed, n)
-        for n in (2, 1):
-            assert conv[n, "first"] > conv[n, "mean"], (seed, n)
+        assert u10[4, "mean"] > u10[4, "first"], seed  # after 10 steps the mean wins
+        if u10[2, "mean"] <= u10[2, "first"]:
+            gqa2_first_ahead_at_10.add(seed)
+        assert conv[1, "first"] > conv[1, "mean"], seed  # pooling 8: the first ahead
+        if conv[2, "mean"] >= conv[2, "first"]:  # pooling 4: the first ahead, but ...
+            gqa2_mean_ahead_converted.add(seed)
         assert u10[1, "mean"] < acc["MQA"] - 0.3, seed  # MQA: far below, 10 steps
         assert up[1, "mean"][forty] > up[1, "first"][forty], seed  # mean wins at 40
         assert all(up[n, "mean"][forty] >= 0.9 for n in (4, 2)), seed
-        assert up[1, "mean"][forty] >= 0.85, seed
+        assert up[1, "mean"][forty] >= 0.8, seed
         assert up[1, "mean"][forty] > up[1, "mean"][ten] + 0.2, seed
         # the recovery curve: with mean-pooling GQA gets most of the loss back within
         # 20 steps (10 %), MQA more slowly
@@ -262,20 +298,28 @@ def test_conversion_and_uptraining(ch, results):
             mqa_mean_ahead_at_10.add(seed)
     # "for our MQA, which of the two is ahead after 10 steps changes with the seed"
     assert 0 < len(mqa_mean_ahead_at_10) < len(SEEDS), mqa_mean_ahead_at_10
+    # "with 4 [heads pooled], with every seed but one of the seventeen (seed 4)"; "(with
+    # 2 key/value heads, [the mean wins after 10 steps] with every seed but two of the
+    # seventeen, seeds 6 and 14)"
+    assert gqa2_mean_ahead_converted == {4}, gqa2_mean_ahead_converted
+    assert gqa2_first_ahead_at_10 == {6, 14}, gqa2_first_ahead_at_10
     # "with 2 heads pooled [Hkv = 4], which is ahead right after conversion changes
-    # with the seed: the mean in the figure's run (seed 0), the first head in others"
-    assert 0 in gqa4_mean_ahead_converted, gqa4_mean_ahead_converted
-    assert len(gqa4_mean_ahead_converted) < len(SEEDS), gqa4_mean_ahead_converted
-    # "MQA by the mean: not much more than chance, 0.12 to 0.20 over the seventeen
+    # with the seed: the mean with both seeds here and with 12 of the 17 seeds of the
+    # test, the first head with the other five"
+    assert {0, 1} <= gqa4_mean_ahead_converted, gqa4_mean_ahead_converted
+    assert len(gqa4_mean_ahead_converted) == 12, gqa4_mean_ahead_converted
+    # "MQA by the mean: not much more than chance, 0.13 to 0.19 over the seventeen
     # seeds"
     mqa_mean = [r["converted"][1, "mean"] for r in results.values()]
-    assert (round(min(mqa_mean), 2), round(max(mqa_mean), 2)) == (0.12, 0.20), mqa_mean
-    # "GQA with 4 key/value heads keeps about half or more (0.48 to 0.79 ...)"; seed 9:
-    # 0.483
+    assert (round(min(mqa_mean), 2), round(max(mqa_mean), 2)) == (0.13, 0.19), mqa_mean
+    # "GQA with 4 key/value heads keeps well over half (0.58 to 0.81 ...)"
     gqa4_mean = [r["converted"][4, "mean"] for r in results.values()]
-    assert (round(min(gqa4_mean), 2), round(max(gqa4_mean), 2)) == (0.48, 0.79), (
+    assert (round(min(gqa4_mean), 2), round(max(gqa4_mean), 2)) == (0.58, 0.81), (
         gqa4_mean
     )
+    # "with 2 key/value heads 0.17 to 0.50 of the answers are left, by either method"
+    gqa2 = [r["converted"][2, m] for r in results.values() for m in ("mean", "first")]
+    assert (round(min(gqa2), 2), round(max(gqa2), 2)) == (0.17, 0.50), gqa2
 
 
 def test_generation_with_and_without_cache(results):
