@@ -271,7 +271,7 @@ def test_conversion_and_uptraining(ch, results):
                     assert u10[n, method] < scratch[n], (seed, n, method)
         for method in ("mean", "first"):  # fewer heads, bigger loss
             assert conv[4, method] > conv[2, method] > conv[1, method], (seed, method)
-        assert conv[4, "mean"] > 0.55, seed  # "GQA with 4 ... keeps well over half"
+        assert conv[4, "mean"] > 0.55, seed  # "GQA with 4 ... keeps more than half"
         if conv[4, "mean"] > conv[4, "first"]:
             gqa4_mean_ahead_converted.add(seed)
         assert u10[4, "mean"] >= 0.9, seed
@@ -312,7 +312,7 @@ def test_conversion_and_uptraining(ch, results):
     # seeds"
     mqa_mean = [r["converted"][1, "mean"] for r in results.values()]
     assert (round(min(mqa_mean), 2), round(max(mqa_mean), 2)) == (0.13, 0.19), mqa_mean
-    # "GQA with 4 key/value heads keeps well over half (0.58 to 0.81 ...)"
+    # "GQA with 4 key/value heads keeps more than half (0.58 to 0.81 ...)"
     gqa4_mean = [r["converted"][4, "mean"] for r in results.values()]
     assert (round(min(gqa4_mean), 2), round(max(gqa4_mean), 2)) == (0.58, 0.81), (
         gqa4_mean
